@@ -1,0 +1,95 @@
+"""The ``kernelwright`` command line.
+
+Each subcommand lives beside its role (``kernelwright/<role>/cli.py``) and exposes ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``; this module only dispatches, so ``kernelwright --help`` imports
+no torch. Exit codes: 0 passed / success, 1 any other verdict, 2 bad invocation or unreadable input (one line on
+stderr, no traceback unless ``--verbose``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from kernelwright import __version__
+from kernelwright.errors import KernelwrightError
+
+# subcommand -> module that implements it (imported only when chosen)
+COMMANDS: dict[str, str] = {
+    "verify": "kernelwright.verify.cli",
+    "inspect": "kernelwright.inspect.cli",
+    "hw": "kernelwright.hardware.cli",
+}
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that says where to look, not a usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _subcommand_help(name: str) -> str:
+    # Reading HELP needs the module; the modules import nothing heavy at import time.
+    try:
+        return importlib.import_module(COMMANDS[name]).HELP
+    except ImportError:
+        return "(unavailable in this installation)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kernelwright",
+        description="Turn a PyTorch operator into a GPU kernel that is proven correct, proven faster, "
+        "and proven to run the instructions it claims.",
+    )
+    parser.add_argument("--version", action="version", version=f"kernelwright {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        help_text = _subcommand_help(name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
+        try:
+            importlib.import_module(COMMANDS[name]).add_arguments(p)
+        except ImportError:
+            pass
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        module = importlib.import_module(COMMANDS[args.command])
+        return int(module.run(args))
+    except KernelwrightError as exc:
+        if args.verbose:
+            raise
+        print(f"kernelwright {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"kernelwright {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an internal defect: one line, the traceback only with --verbose
+        if args.verbose:
+            raise
+        print(
+            f"kernelwright {args.command}: internal error: {type(exc).__name__}: {exc} "
+            "(rerun with --verbose for the traceback, and please report it)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT

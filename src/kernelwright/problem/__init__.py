@@ -1,0 +1,1 @@
+"""Reading the files users bring: KernelBench problem files and candidate (``ModelNew``) files."""

@@ -1,0 +1,1 @@
+"""The verifier: isolated, correct, honest, timed (DESIGN.md, "Verification protocol")."""
