@@ -9,6 +9,7 @@ stderr, no traceback unless ``--verbose``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
@@ -54,11 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         help_text = _subcommand_help(name)
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
-        try:
+        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="log progress and show tracebacks")
+        with contextlib.suppress(ImportError):
             importlib.import_module(COMMANDS[name]).add_arguments(p)
-        except ImportError:
-            pass
     return parser
 
 

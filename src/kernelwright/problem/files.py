@@ -1,0 +1,202 @@
+"""Problem and candidate files: read, hashed and checked *statically* (their code is never executed here).
+
+A problem is a KernelBench module (``class Model``, ``get_inputs()``, ``get_init_inputs()``); a candidate is a
+KernelBench solution module (``class ModelNew``). Executing either happens only in the verifier's child processes
+(:func:`import_from_path`). A problem that cannot be used is a user error (:class:`InputError`, exit 2); a candidate
+that cannot be used is *data* — the verifier turns it into a verdict, because generated candidates fail routinely.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from kernelwright.errors import InputError
+
+_GLOBAL_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>,\s\*]*?\b(\w+)\s*\(")
+_TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
+
+
+def _read_text(path: Path, role: str) -> str:
+    if not path.exists():
+        raise InputError(f"{role} file {path} does not exist; check the path")
+    if path.is_dir():
+        raise InputError(f"{role} path {path} is a directory; pass the .py file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {role} file {path}: {exc.strerror}; check its permissions") from None
+    if b"\x00" in data:
+        raise InputError(f"{role} file {path} is binary, not Python source; pass the .py file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{role} file {path} is not UTF-8 text; save it as UTF-8") from None
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _top_level_names(tree: ast.Module) -> dict[str, ast.AST]:
+    names: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    names[target.id] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names[node.target.id] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names[(alias.asname or alias.name).split(".")[0]] = node
+    return names
+
+
+def _int_globals(tree: ast.Module) -> dict[str, int]:
+    """Module-level ``NAME = <int literal>`` assignments: the problem's size knobs."""
+    found: dict[str, int] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and type(node.value.value) is int
+        ):
+            found[node.targets[0].id] = node.value.value
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProblemFile:
+    path: Path
+    source: str
+    sha256: str
+    has_init_inputs: bool
+    size_globals: dict[str, int]  # module-level int constants (candidates for a second-shape trial)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def read_problem(path: str | Path) -> ProblemFile:
+    """Read and check a KernelBench problem file; raise :class:`InputError` with a one-line fix if unusable."""
+    path = Path(path)
+    source = _read_text(path, "problem")
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise InputError(f"problem {path}:{exc.lineno}: syntax error: {exc.msg}; fix the file") from None
+    names = _top_level_names(tree)
+    missing = [n for n in ("Model", "get_inputs") if n not in names]
+    if missing:
+        raise InputError(
+            f"problem {path} does not define {' or '.join(missing)}; a KernelBench problem needs "
+            "class Model(nn.Module), get_inputs() and get_init_inputs()"
+        )
+    if not isinstance(names["Model"], ast.ClassDef):
+        raise InputError(f"problem {path}: Model must be a class (an nn.Module), not a {type(names['Model']).__name__}")
+    return ProblemFile(
+        path=path.resolve(),
+        source=source,
+        sha256=_sha256(source),
+        has_init_inputs="get_init_inputs" in names,
+        size_globals=_int_globals(tree),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidateFile:
+    path: Path
+    source: str
+    sha256: str
+    syntax_error: str | None  # one line, with the line number, when the file does not parse
+    has_model_new: bool
+    triton_kernels: tuple[str, ...]  # functions decorated with triton.jit / autotune / heuristics
+    cuda_kernels: tuple[str, ...]  # __global__ functions named in the file's string literals
+    uses_load_inline: bool
+
+    @property
+    def problem_with_structure(self) -> str | None:
+        """A one-line reason this candidate cannot run at all, or None."""
+        if self.syntax_error:
+            return self.syntax_error
+        if not self.has_model_new:
+            return (
+                f"candidate {self.path.name} defines no class ModelNew; a KernelBench solution must define "
+                "class ModelNew(nn.Module) with the problem's constructor arguments"
+            )
+        return None
+
+
+def _decorator_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def read_candidate(path: str | Path) -> CandidateFile:
+    """Read a candidate; only an unreadable file raises (:class:`InputError`), everything else is data."""
+    path = Path(path)
+    source = _read_text(path, "candidate")
+    syntax_error = None
+    triton_kernels: list[str] = []
+    strings: list[str] = []
+    has_model_new = False
+    uses_load_inline = "load_inline" in source
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        syntax_error = f"candidate {path.name}:{exc.lineno}: syntax error: {exc.msg}"
+        tree = None
+    if tree is not None:
+        has_model_new = isinstance(_top_level_names(tree).get("ModelNew"), ast.ClassDef)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _decorator_name(d) in _TRITON_DECORATORS for d in node.decorator_list
+            ):
+                triton_kernels.append(node.name)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.append(node.value)
+    cuda_kernels = sorted({m.group(1) for text in strings for m in _GLOBAL_KERNEL.finditer(text)})
+    return CandidateFile(
+        path=path.resolve(),
+        source=source,
+        sha256=_sha256(source),
+        syntax_error=syntax_error,
+        has_model_new=has_model_new,
+        triton_kernels=tuple(sorted(set(triton_kernels))),
+        cuda_kernels=tuple(cuda_kernels),
+        uses_load_inline=uses_load_inline,
+    )
+
+
+def import_from_path(path: str | Path, module_name: str) -> ModuleType:
+    """Execute a Python file as module ``module_name`` (registered in ``sys.modules`` so that Triton's and
+    pickle's look-ups by module work). Only the verifier's child processes call this."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module

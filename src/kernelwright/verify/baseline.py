@@ -1,0 +1,76 @@
+"""The baseline job: eager PyTorch and ``torch.compile`` timed exactly as the candidate is (DESIGN.md rule 10),
+in a process of their own, on the same input sets; plus the device's measured ceilings for the roofline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernelwright.verify import runtime
+from kernelwright.verify.child import Channel, short_traceback
+
+COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
+
+
+def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
+    runtime.quiet_warnings()
+    import torch
+
+    from kernelwright.problem.files import import_from_path
+    from kernelwright.verify import tensors
+    from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs
+    from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
+
+    device = runtime.device_of(spec["device"])
+    runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
+    clock = Clock.capture()
+    shared = Path(spec["shared_dir"])
+    timing = spec["timing"]
+    module = import_from_path(spec["problem"], PROBLEM_MODULE)
+    init_inputs = make_init_inputs(module, int(spec["init_seed"]))
+    state = torch.load(shared / "state.pt", map_location="cpu", weights_only=True)
+    sets = [tensors.to_device(tensors.load(shared / f"inputs-{i}.pt"), device) for i in spec["input_sets"]]
+    flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
+
+    if spec.get("calibrate", True):
+        try:
+            from kernelwright.hardware.calibration import measured_ceilings
+
+            ceilings = measured_ceilings(device.index or 0)
+            channel.send("ceilings", ceilings=ceilings.to_json() if hasattr(ceilings, "to_json") else ceilings)
+        except Exception as exc:
+            channel.send("note", code="calibration-failed",
+                         message=f"measuring the device's ceilings failed: {type(exc).__name__}: {exc}")
+
+    def fresh_model() -> torch.nn.Module:
+        torch.manual_seed(int(spec["init_seed"]))
+        model = module.Model(*init_inputs).to(device)
+        model.load_state_dict(state)
+        return model
+
+    variants = ["eager"] + [name for name in COMPILE_MODES if name in spec.get("variants", COMPILE_MODES)]
+    for name in variants:
+        try:
+            model = fresh_model()
+            if name != "eager":
+                torch._dynamo.reset()
+                model = torch.compile(model, mode=COMPILE_MODES[name])
+
+            def call(i: int, model: Any = model) -> Any:
+                with torch.no_grad():
+                    return model(*sets[i])
+
+            for i in range(len(sets)):  # compile / autotune / warm up outside the measurement
+                call(i)
+            torch.cuda.synchronize()
+            m, _ = measure(call, len(sets), clock, device=device, min_reps=int(timing["min_reps"]),
+                           max_reps=int(timing["max_reps"]), target_ms=float(timing["target_ms"]),
+                           warmup_ms=float(timing["warmup_ms"]), flush=flush)
+            channel.send("baseline", name=name, measurement=m.to_json())
+        except Exception as exc:
+            channel.send("baseline", name=name, measurement=None,
+                         error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                         detail=short_traceback(exc))
+        finally:
+            torch._dynamo.reset()
+            torch.cuda.empty_cache()

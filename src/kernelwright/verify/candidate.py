@@ -1,0 +1,342 @@
+"""The candidate job — the only place untrusted code runs (DESIGN.md rules 1, 3, 5-8, 10).
+
+Order matters: the clock, the integrity monitor and the launch recorder are in place *before* the candidate is
+imported. Each trial loads its inputs from the shared directory (the reference's answers are never in this
+process), poisons free memory, calls ``forward`` once, and reports raw observations — outputs (as files),
+input digests, aliasing, late writes, launches. Judging happens in the parent. On a GPU the job then times the
+candidate and keeps the outputs of timed calls for the parent to check too.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelwright.verify import runtime
+from kernelwright.verify.child import Channel, JobFailure, short_traceback
+
+CANDIDATE_MODULE = "kernelwright_candidate"
+LATE_WRITE_WAIT_S = 0.02
+
+
+class NotRunnableHere(BaseException):  # noqa: N818 - a BaseException so `except Exception` in candidates can't eat it
+    """CUDA C++ on a machine without a GPU: compiled for inspection, not executable."""
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str]:
+    """(verdict status, finding code) for an exception raised by candidate code."""
+    import torch
+
+    name, text = type(exc).__name__, str(exc)
+    if isinstance(exc, SyntaxError):
+        return "compile_error", "syntax-error"
+    if "CompilationError" in name or "Error building extension" in text or "ninja" in text.lower() and "error" in text:
+        return "compile_error", "build-failed"
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text.lower():
+        return "runtime_error", "out-of-memory"
+    if "CUDA error" in text or "illegal memory access" in text or name in ("AcceleratorError", "CudaError"):
+        return "runtime_error", "cuda-error"
+    return "runtime_error", "exception"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        if re.search(r"\berror\b", line, re.I):
+            return line.strip()[:300]
+    return (text.splitlines()[0] if text else "")[:300]
+
+
+def _failure(what: str, exc: BaseException) -> JobFailure:
+    status, code = classify_exception(exc)
+    message = f"{what} raised {type(exc).__name__}: {_first_line(exc)}".rstrip(": ")
+    return JobFailure(status, code, message, detail=short_traceback(exc, limit_lines=25))
+
+
+def _hook_cuda_builds_without_gpu(channel: Channel, arch: str) -> None:
+    """Without a GPU, ``load_inline``/``load`` with CUDA sources cannot build under a CPU torch; compile the CUDA
+    part with nvcc for ``arch`` instead, report it, and stop the job as ``unsupported``."""
+    import torch.utils.cpp_extension as ext
+
+    def compile_only(name: str, *args: Any, cuda_sources: Any = None, extra_cuda_cflags: Any = None,
+                     **kwargs: Any) -> Any:
+        if len(args) >= 2 and cuda_sources is None:
+            cuda_sources = args[1]
+        sources = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources or [])
+        if not sources:
+            return original(name, *args, extra_cuda_cflags=extra_cuda_cflags, **kwargs)
+        source = "\n".join(sources)
+        try:
+            from kernelwright.inspect.cuda_compile import compile_cuda
+
+            result = compile_cuda(source, arch=arch, extra_flags=tuple(
+                f for f in (extra_cuda_cflags or []) if not f.startswith(("-gencode", "--generate-code", "-arch"))),
+                torch_headers="torch/" in source or "ATen" in source)
+            payload = result.to_json() if hasattr(result, "to_json") else {"ok": bool(getattr(result, "ok", False))}
+        except Exception as exc:  # the inspection role may be missing or the toolchain absent: say so
+            payload = {"ok": None, "log": f"not compiled: {type(exc).__name__}: {exc}"}
+        channel.send("cuda_build", name=name, arch=arch, result=payload)
+        raise NotRunnableHere(f"CUDA extension {name!r}")
+
+    original = ext.load_inline
+    ext.load_inline = compile_only
+
+
+def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
+    runtime.quiet_warnings()
+    import torch
+
+    from kernelwright.problem.files import import_from_path
+    from kernelwright.verify import launches, poison, tensors, trials
+    from kernelwright.verify.integrity import IntegrityMonitor
+    from kernelwright.verify.timing import Clock, measure, side_stream_suspected
+
+    device = runtime.device_of(spec["device"])
+    runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
+    shared, out_dir = Path(spec["shared_dir"]), Path(spec["out_dir"])
+
+    # -- before any candidate code: clock, monitor, recorder ----------------------------------------------------
+    clock = Clock.capture() if device.type == "cuda" else None
+
+    def report(**finding: Any) -> None:
+        channel.send("finding", **finding)
+
+    monitor = IntegrityMonitor(report, candidate_path=spec["candidate"], watch_paths=spec.get("watch_paths", ()))
+    monitor.install_audit_hook()
+    recorder = launches.LaunchRecorder()
+    recorder.install()
+    if runtime.interpreter_active():
+        launches.install_interpreter_bf16_dot_fix()
+    if device.type != "cuda":
+        _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"))
+    init_inputs = tensors.load(shared / "init.pt")
+    state = torch.load(shared / "state.pt", map_location="cpu", weights_only=True)
+    channel.send("device", facts=runtime.device_facts(device))
+
+    # -- import and construct -----------------------------------------------------------------------------------
+    try:
+        module = import_from_path(spec["candidate"], CANDIDATE_MODULE)
+    except NotRunnableHere:
+        raise JobFailure("unsupported", "no-gpu",
+                         "CUDA C++ candidate: compiled for inspection, but it cannot run on a machine without a GPU "
+                         "(use --device cuda on a GPU machine)") from None
+    except BaseException as exc:
+        if isinstance(exc, SystemExit):
+            raise
+        raise _failure("importing the candidate", exc) from exc
+    monitor.check_identities("after import")
+    model_cls = getattr(module, "ModelNew", None)
+    if not isinstance(model_cls, type):
+        raise JobFailure("compile_error", "missing-modelnew",
+                         "the candidate defines no class ModelNew; a KernelBench solution must define "
+                         "class ModelNew(nn.Module) taking the problem's constructor arguments")
+    torch.manual_seed(int(spec["init_seed"]))
+    try:
+        model = model_cls(*init_inputs)
+    except BaseException as exc:
+        if isinstance(exc, (SystemExit, NotRunnableHere)):
+            raise
+        raise _failure(f"ModelNew(*get_init_inputs()) with {len(init_inputs)} argument(s)", exc) from exc
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device)
+        own = model.state_dict()
+        if own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
+            model.load_state_dict(state)
+            channel.send("weights", source="copied from the reference's state_dict")
+        else:
+            channel.send("weights", source="the candidate's own initialisation under the reference's seed")
+    monitor.check_identities("after construction")
+
+    # -- correctness trials -------------------------------------------------------------------------------------
+    plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
+    expected_bytes = int(spec.get("expected_output_bytes", 0))
+    buffers: dict[int, list[Any]] = {}
+    keep = set(range(int(spec.get("timing", {}).get("n_sets", 4)))) | {t.source for t in plan if t.source is not None}
+    profile_index = spec.get("profile_trial")
+    kernels_seen: list[launches.KernelRecord] = []
+
+    def call(inputs: list[Any]) -> Any:
+        with torch.no_grad():
+            return model(*inputs)
+
+    for trial in plan:
+        channel.send("trial_start", index=trial.index, kind=trial.kind)
+        source_index = trial.source if trial.kind == trials.REPOISON else trial.index
+        cpu_inputs = tensors.load(shared / f"inputs-{source_index}.pt")
+        if trial.kind == trials.REWRITE:
+            dev = buffers[trial.source]
+            for buf, value in zip(dev, cpu_inputs):
+                if isinstance(buf, torch.Tensor):
+                    buf.copy_(value)
+        else:
+            dev = tensors.to_device(cpu_inputs, device)
+        if trial.index in keep:
+            buffers[trial.index] = dev
+        dev_tensors = [v for v in dev if isinstance(v, torch.Tensor)]
+        before = [tensors.digest(v) for v in dev_tensors]
+        poison.poison(device, trial.poison, min_free_bytes=2 * expected_bytes + (64 << 20))
+        recorder.reset_counts()
+        aten = launches.AtenRecorder(recorder) if device.type == "cpu" and trial.index == profile_index else None
+        started = time.perf_counter()
+        try:
+            with poison.fill_uninitialized(trial.poison):
+                if aten is not None:
+                    with aten:
+                        result = call(dev)
+                else:
+                    result = call(dev)
+            runtime.synchronize(device)
+        except BaseException as exc:
+            if isinstance(exc, SystemExit):
+                raise
+            raise _failure(f"forward (trial {trial.index}, {trial.kind})", exc) from exc
+        wall_s = time.perf_counter() - started
+        monitor.check_identities(f"after forward in trial {trial.index}")
+        monitor.check_background(f"trial {trial.index}")
+
+        outputs = tensors.flatten_outputs(result)
+        types = [type(o).__module__ + "." + type(o).__qualname__ for o in outputs]
+        tensor_outputs = [o for o in outputs if isinstance(o, torch.Tensor)]
+        first_copy = [o.detach().cpu() for o in tensor_outputs]
+        tensors.save(first_copy, out_dir / f"out-{trial.index}.pt")
+        after = [tensors.digest(v) for v in dev_tensors]
+        mutated = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
+        aliased = sorted({j for j, o in enumerate(tensor_outputs) for v in dev_tensors if tensors.overlaps(o, v)})
+        time.sleep(LATE_WRITE_WAIT_S)
+        runtime.synchronize(device)
+        late = [j for j, o in enumerate(tensor_outputs)
+                if tensors.digest(o) != tensors.digest(first_copy[j])]
+        monitor.check_background(f"trial {trial.index}, {LATE_WRITE_WAIT_S * 1e3:.0f} ms after forward")
+
+        if trial.index == profile_index:
+            if device.type == "cuda":
+                try:
+                    events = launches.profile_cuda_kernels(lambda dev=dev: call(dev))
+                    kernels_seen = launches.classify_device_kernels(
+                        events, list(recorder.counts) + list(spec.get("triton_kernels", [])),
+                        spec.get("cuda_kernels", []))
+                except Exception as exc:
+                    channel.send("note", code="profiler-unavailable",
+                                 message=f"the torch profiler could not list kernels: {type(exc).__name__}: {exc}")
+                    kernels_seen = launches.cpu_kernel_records(recorder, launches.Counter())
+            else:
+                kernels_seen = launches.cpu_kernel_records(recorder, aten.ops if aten else launches.Counter())
+            channel.send("kernels", kernels=[k.to_json() for k in kernels_seen],
+                         method="profiler" if device.type == "cuda" else "triton-launches+aten-dispatch")
+        channel.send(
+            "trial",
+            index=trial.index,
+            kind=trial.kind,
+            output_types=types,
+            outputs=[tensors.describe(o) for o in tensor_outputs],
+            mutated_inputs=mutated,
+            aliased_outputs=aliased,
+            late_writes=late,
+            triton_launches=dict(recorder.counts),
+            wall_s=wall_s,
+        )
+
+    # -- timing (GPU) -------------------------------------------------------------------------------------------
+    timing = spec.get("timing") or {}
+    if device.type == "cuda" and timing.get("enabled") and clock is not None:
+        sets = [buffers[i] for i in sorted(buffers) if i < int(timing.get("n_sets", 4))]
+        _reset_persisting_l2(channel)
+        monitor.active = False
+        try:
+            m, last = measure(lambda i: call(sets[i]), len(sets), clock, device=device,
+                              min_reps=int(timing["min_reps"]), max_reps=int(timing["max_reps"]),
+                              target_ms=float(timing["target_ms"]), warmup_ms=float(timing["warmup_ms"]))
+        except BaseException as exc:
+            if isinstance(exc, SystemExit):
+                raise
+            raise _failure("forward while being timed", exc) from exc
+        finally:
+            monitor.active = True
+        monitor.check_identities("after timing")
+        monitor.check_background("after timing")
+        for set_index, value in last.items():
+            outs = [o for o in tensors.flatten_outputs(value) if isinstance(o, torch.Tensor)]
+            tensors.save(outs, out_dir / f"timed-{set_index}.pt")
+        channel.send("timing", measurement=m.to_json(), side_stream=side_stream_suspected(m),
+                     timed_sets=sorted(last))
+        _check_persisting_l2(channel)
+
+    # -- instruction evidence -----------------------------------------------------------------------------------
+    _emit_cubins(channel, recorder, out_dir, device, spec.get("inspect_archs") or [])
+
+
+def _cudart() -> Any:
+    """The CUDA runtime library this process already loaded (through torch), via ctypes."""
+    import ctypes
+
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            if "libcudart" in line:
+                return ctypes.CDLL(line.split()[-1])
+    return None
+
+
+def _reset_persisting_l2(channel: Channel) -> None:
+    try:
+        lib = _cudart()
+        if lib is not None:
+            lib.cudaCtxResetPersistingL2Cache()
+    except Exception as exc:
+        channel.send("note", code="l2-reset-unavailable", message=f"could not reset persisting L2: {exc}")
+
+
+def _check_persisting_l2(channel: Channel) -> None:
+    """A persisting-L2 carve-out (cudaLimitPersistingL2CacheSize > 0) keeps data warm across timed calls."""
+    import ctypes
+
+    try:
+        lib = _cudart()
+        if lib is None:
+            return
+        value = ctypes.c_size_t(0)
+        cuda_limit_persisting_l2_cache_size = 0x06
+        if lib.cudaDeviceGetLimit(ctypes.byref(value), cuda_limit_persisting_l2_cache_size) == 0 and value.value:
+            channel.send("finding", code="persisting-l2",
+                         message=f"the candidate reserved {value.value >> 20} MiB of L2 as persisting; data kept "
+                         "warm across timed calls makes timing meaningless",
+                         details={"persisting_l2_bytes": value.value})
+    except Exception as exc:
+        channel.send("note", code="l2-check-unavailable", message=f"could not read the persisting-L2 limit: {exc}")
+
+
+def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, archs: list[str]) -> None:
+    """Write the cubins of the Triton kernels the candidate launched: the ones that ran (GPU), and cross-compiled
+    ones for each requested arch."""
+    for name, kernel in recorder.compiled.items():
+        try:
+            cubin = kernel.asm["cubin"]
+            path = out_dir / f"cubin-{name}-native.cubin"
+            path.write_bytes(cubin)
+            meta = kernel.metadata
+            channel.send("cubin", name=name, arch="native", path=str(path), n_regs=getattr(kernel, "n_regs", None),
+                         n_spills=getattr(kernel, "n_spills", None), shared=getattr(meta, "shared", None),
+                         num_warps=getattr(meta, "num_warps", None))
+        except Exception as exc:
+            channel.send("note", code="cubin-unavailable", message=f"no cubin for {name}: {exc}")
+    if not archs or not recorder.first:
+        return
+    try:
+        from kernelwright.inspect.triton_compile import compile_for_arch
+    except ImportError as exc:
+        channel.send("note", code="cross-compile-unavailable", message=f"cross-compilation unavailable: {exc}")
+        return
+    for name, (fn, args, kwargs) in recorder.first.items():
+        for arch in archs:
+            try:
+                art = compile_for_arch(fn, args, kwargs, arch)
+                path = out_dir / f"cubin-{name}-{arch}.cubin"
+                path.write_bytes(art.cubin)
+                channel.send("cubin", name=name, arch=arch, path=str(path), n_regs=art.n_regs,
+                             n_spills=art.n_spills, shared=art.shared_bytes, num_warps=art.num_warps,
+                             ptxas_log=getattr(art, "ptxas_log", ""))
+            except Exception as exc:
+                channel.send("note", code="cross-compile-failed",
+                             message=f"compiling {name} for {arch} failed: {type(exc).__name__}: "
+                                     f"{str(exc).splitlines()[0] if str(exc) else ''}")

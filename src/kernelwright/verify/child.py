@@ -1,0 +1,98 @@
+"""Entry point of the verifier's child processes: ``python -m kernelwright.verify.child JOB SPEC.json FD``.
+
+The child reports through :class:`Channel` — JSON lines on the inherited pipe ``FD`` — and writes tensors to files
+the parent loads with ``weights_only=True``. Any exception in a job becomes an ``error`` message with a
+``status`` the parent turns into a verdict; the process always ends with a ``done`` message when it gets that far.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+JOBS: dict[str, str] = {
+    "reference": "kernelwright.verify.reference:run_reference_job",
+    "candidate": "kernelwright.verify.candidate:run_candidate_job",
+    "baseline": "kernelwright.verify.baseline:run_baseline_job",
+}
+
+
+class Channel:
+    """JSON-lines messages to the parent. Values must be JSON-serialisable; floats may be NaN/inf."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def send(self, event: str, **payload: Any) -> None:
+        line = json.dumps({"event": event, **payload}, default=_json_default) + "\n"
+        data = line.encode("utf-8")
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    return repr(value)
+
+
+class JobFailure(Exception):
+    """Raised inside a job to end it with a given verdict status and one-line message."""
+
+    def __init__(self, status: str, code: str, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.detail = detail
+
+
+def short_traceback(exc: BaseException, *, limit_lines: int = 12) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(lines).rstrip().splitlines()
+    return "\n".join(text[-limit_lines:])
+
+
+def _resolve(target: str) -> Callable[[dict[str, Any], Channel], None]:
+    module_name, _, attr = target.partition(":")
+    module = __import__(module_name, fromlist=[attr])
+    return getattr(module, attr)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[0] not in JOBS:
+        print(f"usage: python -m kernelwright.verify.child {{{'|'.join(JOBS)}}} SPEC.json FD", file=sys.stderr)
+        return 2
+    job, spec_path, fd = argv[0], argv[1], int(argv[2])
+    channel = Channel(fd)
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    try:
+        _resolve(JOBS[job])(spec, channel)
+    except JobFailure as failure:
+        channel.send("error", status=failure.status, code=failure.code, message=failure.message,
+                     detail=failure.detail)
+    except SystemExit as exc:  # the candidate (or the problem) called sys.exit
+        channel.send("error", status="runtime_error", code="exit-called",
+                     message=f"sys.exit({exc.code!r}) was called during the {job} job",
+                     detail=short_traceback(exc))
+    except BaseException as exc:  # noqa: BLE001 - everything becomes data for the parent
+        channel.send("error", status="runtime_error", code="exception",
+                     message=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "),
+                     detail=short_traceback(exc))
+    channel.send("done")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: threads or atexit handlers a candidate left behind must not keep us alive.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,65 @@
+"""``kernelwright verify PROBLEM CANDIDATE`` — exit 0 passed, 1 any other verdict, 2 bad invocation or input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "check a candidate kernel against a KernelBench problem: correct, honest, timed"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("problem", help="KernelBench problem file (class Model, get_inputs, get_init_inputs)")
+    p.add_argument("candidate", help="solution file defining class ModelNew (Triton or CUDA C++ via load_inline)")
+    p.add_argument("--json", action="store_true", help="print the full verdict as JSON")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                   help="where to run the candidate (default: cuda if present, else cpu with the Triton interpreter)")
+    p.add_argument("--seed", type=int, default=None, help="replay the trials of an earlier verdict")
+    p.add_argument("--trials", type=int, default=None, help="random-input trials (at least 5; default 5)")
+    p.add_argument("--tolerance", choices=("reference", "kernelbench"), default="reference",
+                   help="judge against float64 relative to PyTorch's own error (default), or KernelBench's atol/rtol")
+    p.add_argument("--tolerance-factor", type=float, default=None,
+                   help="allowed multiple of PyTorch's own error in reference mode (default 8)")
+    p.add_argument("--no-timing", action="store_true", help="check correctness and integrity only")
+    p.add_argument("--no-compile-baseline", action="store_true",
+                   help="time eager PyTorch only, not torch.compile (faster)")
+    p.add_argument("--allow-library-only", action="store_true",
+                   help="accept a candidate that launches no kernel of its own")
+    p.add_argument("--allow-tf32", action="store_true", help="accept TF32 math in an fp32 problem")
+    p.add_argument("--allow-reduced-precision", action="store_true",
+                   help="accept fp16/bf16 math in an fp32 problem (precision findings become notes)")
+    p.add_argument("--arch", default=None,
+                   help="arch(s) to compile the candidate's Triton kernels for, for the instruction summary "
+                        "(comma-separated, e.g. sm_80,sm_90a; default: the GPU's own, or sm_90a without a GPU)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds allowed for each child process")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernelwright.errors import InputError
+    from kernelwright.verify.records import VerifyOptions
+    from kernelwright.verify.report import render
+    from kernelwright.verify.verifier import verdict_json, verify
+
+    if args.trials is not None and args.trials < 1:
+        raise InputError("--trials must be a positive number (at least 5 random trials are always run)")
+    archs = tuple(a.strip() for a in args.arch.split(",") if a.strip()) if args.arch else None
+    options = VerifyOptions(
+        device=args.device,
+        seed=args.seed,
+        trials=args.trials,
+        tolerance=args.tolerance,
+        tolerance_factor=args.tolerance_factor,
+        timing=not args.no_timing,
+        compile_baseline=not args.no_compile_baseline,
+        allow_library_only=args.allow_library_only,
+        allow_tf32=args.allow_tf32,
+        allow_reduced_precision=args.allow_reduced_precision,
+        inspect_archs=archs,
+        timeout_s=args.timeout,
+    )
+    verdict = verify(args.problem, args.candidate, options)
+    if args.json:
+        sys.stdout.write(verdict_json(verdict) + "\n")
+    else:
+        print(render(verdict))
+    return 0 if verdict.passed else 1

@@ -1,0 +1,215 @@
+"""Judging one output against the reference — DESIGN.md rule 4; KNOWN_HACKS #2, #10, #11.
+
+``reference`` mode (the default) judges against a float64 reference, relative to PyTorch's own error::
+
+    u       unit roundoff of the output dtype (2^-24 fp32, 2^-11 fp16, 2^-8 bf16)
+    scale   root-mean-square of the float64 reference (over finite elements)
+    err(x)  |x - ref64| / (|ref64| + scale)        per element: relative for large values, scale-relative near 0
+    e_nat   max err(PyTorch's native-precision output)
+    bound   max(K * max(e_nat, u), floor(dtype))    K = --tolerance-factor (default 8)
+
+An element is wrong when ``err(candidate) > bound``. ``floor`` is 2^-17 (7.6e-6) for fp32 outputs — room for
+honest fast-math (``ex2.approx`` in a Triton softmax is ~10 ulp off) while a TF32 or fp16 shortcut in an fp32
+problem (errors ~1e-4 to 1e-3) fails by two orders of magnitude. NaN and infinities must sit exactly where the
+correctly rounded answer (or PyTorch's) has them.
+
+``kernelbench`` mode reproduces KernelBench: ``|got - native| <= atol + rtol * |native|`` with atol = rtol = 1e-4
+for fp32 and 1e-2 for fp16/bf16.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+REFERENCE = "reference"
+KERNELBENCH = "kernelbench"
+MODES = (REFERENCE, KERNELBENCH)
+
+_FLOOR = {torch.float32: 2.0**-17, torch.float64: 2.0**-40}
+_KB_TOL = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    ok: bool
+    reason: str  # one line; empty when ok
+    mode: str
+    numel: int
+    wrong_count: int
+    wrong_fraction: float
+    nonfinite_mismatches: int
+    max_abs_error: float
+    max_rel_error: float
+    rel_l2_error: float
+    native_rel_l2_error: float | None
+    native_max_error: float | None  # e_nat (reference mode)
+    bound: float  # reference mode: the normalised bound; kernelbench: atol (= rtol)
+    worst_index: tuple[int, ...] | None
+    worst_got: float | None
+    worst_expected: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["worst_index"] = list(self.worst_index) if self.worst_index is not None else None
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
+
+
+def structure_problems(got: Sequence[Any], expected: Sequence[torch.Tensor], device_type: str) -> list[str]:
+    """One line per way the outputs' structure differs from the reference's (count, type, shape, dtype)."""
+    problems = []
+    if len(got) != len(expected):
+        return [f"forward returned {len(got)} output(s); the reference returns {len(expected)}"]
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if not isinstance(g, torch.Tensor):
+            problems.append(f"output {i} is a {type(g).__name__}, not a tensor")
+            continue
+        if g.shape != e.shape:
+            problems.append(f"output {i} has shape {tuple(g.shape)}; the reference's is {tuple(e.shape)}")
+        if g.dtype != e.dtype:
+            problems.append(f"output {i} has dtype {g.dtype}; the reference's is {e.dtype}")
+    return problems
+
+
+def _same_nonfinite(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (torch.isnan(a) & torch.isnan(b)) | (a == b)
+
+
+def _index(flat_index: int, shape: Sequence[int]) -> tuple[int, ...]:
+    idx = []
+    for size in reversed(list(shape)):
+        idx.append(flat_index % max(size, 1))
+        flat_index //= max(size, 1)
+    return tuple(reversed(idx))
+
+
+def _rel_l2(x: torch.Tensor, ref: torch.Tensor) -> float:
+    if x.numel() == 0:
+        return 0.0
+    denom = float(torch.linalg.vector_norm(ref))
+    num = float(torch.linalg.vector_norm(x - ref))
+    return num / denom if denom else (0.0 if num == 0 else math.inf)
+
+
+def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None, *, mode: str = REFERENCE,
+            factor: float = 8.0) -> Comparison:
+    """Judge ``got`` (same shape and dtype as ``native``, checked before) against the reference."""
+    shape = tuple(native.shape)
+    if not native.is_floating_point():
+        return _compare_exact(got, native, ref64, mode)
+    c = got.detach().to("cpu", torch.float64).reshape(-1)
+    n = native.detach().to("cpu", torch.float64).reshape(-1)
+    if mode == KERNELBENCH or ref64 is None:
+        r = n
+    else:
+        r = ref64.detach().to("cpu", torch.float64).reshape(-1)
+    dtype = native.dtype
+    # The correctly rounded answer decides where NaN/inf belong; PyTorch's own non-finite values are accepted too.
+    rq = r.to(dtype).to(torch.float64)
+    finite_ref = torch.isfinite(rq)
+    finite_got = torch.isfinite(c)
+    bad_nonfinite = (~finite_ref & ~(_same_nonfinite(c, rq) | _same_nonfinite(c, n))) | (
+        finite_ref & ~finite_got & ~_same_nonfinite(c, n))
+    both = finite_ref & finite_got & torch.isfinite(r)
+    diff = (c - r).abs()
+    diff = torch.where(both, diff, torch.zeros_like(diff))
+
+    if mode == KERNELBENCH:
+        tol = _KB_TOL.get(dtype, 1e-4)
+        wrong = both & (diff > tol + tol * r.abs())
+        bound, e_nat, normalised = tol, None, diff / (tol + tol * r.abs())
+    else:
+        u = float(torch.finfo(dtype).eps) / 2.0
+        rf = r[both]
+        scale = float(torch.sqrt(torch.mean(rf * rf))) if rf.numel() else 0.0
+        scale = scale if scale > 0 and math.isfinite(scale) else 1e-30
+        denom = r.abs() + scale
+        if ref64 is not None:
+            nat_ok = both & torch.isfinite(n)
+            e_nat = float(torch.max(torch.where(nat_ok, (n - r).abs() / denom, torch.zeros_like(n)))) if n.numel() else 0.0
+        else:
+            e_nat = 2 * u  # no float64 reference: assume PyTorch is within rounding of the truth
+        bound = max(factor * max(e_nat, u), _FLOOR.get(dtype, 0.0))
+        normalised = torch.where(both, diff / denom, torch.zeros_like(diff))
+        wrong = normalised > bound
+
+    wrong_all = wrong | bad_nonfinite
+    wrong_count = int(wrong_all.sum())
+    numel = c.numel()
+    # The worst element: a misplaced NaN/inf first, else the largest normalised error.
+    if bool(bad_nonfinite.any()):
+        worst = int(torch.nonzero(bad_nonfinite)[0])
+    elif numel:
+        worst = int(torch.argmax(normalised))
+    else:
+        worst = None
+    rel = torch.where(both & (r.abs() > 0), diff / r.abs().clamp_min(1e-300), torch.zeros_like(diff))
+    comparison = Comparison(
+        ok=wrong_count == 0,
+        reason="",
+        mode=mode,
+        numel=numel,
+        wrong_count=wrong_count,
+        wrong_fraction=wrong_count / numel if numel else 0.0,
+        nonfinite_mismatches=int(bad_nonfinite.sum()),
+        max_abs_error=float(diff.max()) if numel else 0.0,
+        max_rel_error=float(rel.max()) if numel else 0.0,
+        rel_l2_error=_rel_l2(c[both], r[both]),
+        native_rel_l2_error=_rel_l2(n[both], r[both]) if mode == REFERENCE and ref64 is not None else None,
+        native_max_error=e_nat,
+        bound=bound,
+        worst_index=_index(worst, shape) if worst is not None else None,
+        worst_got=float(c[worst]) if worst is not None else None,
+        worst_expected=float(r[worst]) if worst is not None else None,
+    )
+    if comparison.ok:
+        return comparison
+    return _with_reason(comparison)
+
+
+def _with_reason(c: Comparison) -> Comparison:
+    where = f"at {list(c.worst_index)}" if c.worst_index is not None else ""
+    if c.nonfinite_mismatches and c.worst_got is not None and not math.isfinite(c.worst_got):
+        head = f"{c.nonfinite_mismatches} NaN/inf where the reference is finite (first {where}: got {c.worst_got})"
+    elif c.nonfinite_mismatches:
+        head = f"{c.nonfinite_mismatches} element(s) finite where the reference is NaN/inf (first {where})"
+    else:
+        head = (f"max abs error {c.max_abs_error:.3g}, max rel error {c.max_rel_error:.3g} "
+                f"(worst {where}: got {c.worst_got:.6g}, expected {c.worst_expected:.6g})")
+    tail = f"{c.wrong_fraction:.2%} of elements wrong"
+    if c.mode == REFERENCE:
+        tail += f"; allowed {c.bound:.2g} (PyTorch's own error {c.native_max_error:.2g})"
+    else:
+        tail += f"; KernelBench tolerance atol=rtol={c.bound:g}"
+    return Comparison(**{**asdict(c), "reason": f"{head}; {tail}",
+                         "worst_index": c.worst_index})
+
+
+def _compare_exact(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None, mode: str) -> Comparison:
+    g = got.detach().cpu().reshape(-1)
+    n = native.detach().cpu().reshape(-1)
+    right = g == n
+    if ref64 is not None and ref64.shape == native.shape:
+        right |= g == ref64.detach().cpu().reshape(-1).to(g.dtype)  # ties resolved differently are fine
+    wrong = ~right
+    count = int(wrong.sum())
+    worst = int(torch.nonzero(wrong)[0]) if count else None
+    comparison = Comparison(
+        ok=count == 0, reason="", mode=mode, numel=g.numel(), wrong_count=count,
+        wrong_fraction=count / g.numel() if g.numel() else 0.0, nonfinite_mismatches=0,
+        max_abs_error=float((g.double() - n.double()).abs().max()) if g.numel() else 0.0,
+        max_rel_error=0.0, rel_l2_error=0.0, native_rel_l2_error=None, native_max_error=None, bound=0.0,
+        worst_index=_index(worst, tuple(native.shape)) if worst is not None else None,
+        worst_got=float(g[worst]) if worst is not None else None,
+        worst_expected=float(n[worst]) if worst is not None else None,
+    )
+    if comparison.ok:
+        return comparison
+    reason = (f"{count} of {g.numel()} elements differ from the exact answer (first at "
+              f"{list(comparison.worst_index or ())}: got {comparison.worst_got:g}, expected "
+              f"{comparison.worst_expected:g})")
+    return Comparison(**{**asdict(comparison), "reason": reason, "worst_index": comparison.worst_index})

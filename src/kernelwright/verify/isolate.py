@@ -1,0 +1,240 @@
+"""Running untrusted (and merely fallible) code in a child process — DESIGN.md rule 1.
+
+Every job of the verifier (the reference, the candidate, the baselines) runs as ``python -m
+kernelwright.verify.child JOB SPEC.json`` in a fresh process:
+
+- a new session (process group), so a hang is ended by killing the whole group, grandchildren included;
+- a scratch working directory and an environment without credentials (``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``…);
+- stdout/stderr go to files, of which the last lines become part of the verdict;
+- results come back as JSON lines on a dedicated pipe, and tensors as files that the parent loads with
+  ``torch.load(weights_only=True)`` — never an unpickle of untrusted data.
+
+A crash, a hang, ``sys.exit``/``os._exit``, an illegal address or an OOM in the child becomes a :class:`ChildRun`
+describing it; nothing the child does raises here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# Variable names that look like credentials. Matched case-insensitively against the whole name.
+_CREDENTIAL = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|PRIVATE_KEY|_KEY$|^AWS_|AUTH)", re.I)
+_MAX_CHANNEL_BYTES = 256 * 1024 * 1024
+_TAIL_LINES = 30
+
+
+def scrubbed_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``os.environ`` without credential-like variables, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not _CREDENTIAL.search(k)}
+    # Make the child able to import this very copy of kernelwright, installed or not.
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildRun:
+    """What happened to one child process."""
+
+    job: str
+    returncode: int | None
+    timed_out: bool
+    wall_s: float
+    messages: tuple[dict[str, Any], ...]
+    stderr_tail: str
+    stdout_tail: str
+    protocol_errors: tuple[str, ...] = ()
+    leftover_processes: bool = False  # something the child started was still running when it exited
+    signal_name: str | None = field(default=None)
+
+    @property
+    def finished(self) -> bool:
+        """The job reached its end and said so."""
+        return any(m.get("event") == "done" for m in self.messages)
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [m for m in self.messages if m.get("event") == name]
+
+    def last(self, name: str) -> dict[str, Any] | None:
+        found = self.events(name)
+        return found[-1] if found else None
+
+    def describe_exit(self) -> str:
+        if self.timed_out:
+            return f"did not finish within the time limit ({self.wall_s:.0f} s) and was killed"
+        if self.signal_name:
+            hint = {
+                "SIGSEGV": "a segmentation fault",
+                "SIGBUS": "a bus error",
+                "SIGABRT": "an abort",
+                "SIGILL": "an illegal instruction",
+                "SIGFPE": "a floating-point exception",
+                "SIGKILL": "killed (SIGKILL) — most often the out-of-memory killer",
+            }.get(self.signal_name, self.signal_name)
+            return f"died from {hint}"
+        if not self.finished:
+            return f"exited with status {self.returncode} before finishing (sys.exit / os._exit in the candidate?)"
+        return f"exited with status {self.returncode}"
+
+
+def _tail(path: Path, lines: int = _TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _read_channel(fd: int, sink: list[dict[str, Any]], errors: list[str]) -> None:
+    total = 0
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        buffer = b""
+        while True:
+            chunk = pipe.read(1 << 16)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > _MAX_CHANNEL_BYTES:
+                errors.append("the child wrote more than 256 MiB of messages; the rest was ignored")
+                while pipe.read(1 << 16):
+                    pass
+                break
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            for line in complete:
+                if not line.strip():
+                    continue
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    errors.append(f"unparseable message from the child: {line[:120]!r}")
+                    continue
+                if isinstance(message, dict) and isinstance(message.get("event"), str):
+                    sink.append(message)
+                else:
+                    errors.append(f"malformed message from the child: {line[:120]!r}")
+        if buffer.strip():
+            errors.append(f"truncated message from the child: {buffer[:120]!r}")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def run_child(
+    job: str,
+    spec: Mapping[str, Any],
+    *,
+    workdir: Path,
+    timeout_s: float,
+    env_extra: Mapping[str, str] | None = None,
+    memory_limit_bytes: int = 0,
+) -> ChildRun:
+    """Run ``kernelwright.verify.child JOB`` with ``spec`` in a fresh process and collect what it reports."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    scratch = workdir / f"{job}-cwd"
+    scratch.mkdir(exist_ok=True)
+    spec_path = workdir / f"{job}-spec.json"
+    spec_path.write_text(json.dumps(spec, indent=1, default=str))
+    stdout_path = workdir / f"{job}-stdout.log"
+    stderr_path = workdir / f"{job}-stderr.log"
+
+    read_fd, write_fd = os.pipe()
+    env = scrubbed_environment(env_extra)
+    cmd = [sys.executable, "-m", "kernelwright.verify.child", job, str(spec_path), str(write_fd)]
+
+    def limit_memory() -> None:  # runs in the child between fork and exec
+        if memory_limit_bytes > 0:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+
+    messages: list[dict[str, Any]] = []
+    errors: list[str] = []
+    start = time.monotonic()
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=scratch,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                preexec_fn=limit_memory if memory_limit_bytes > 0 else None,
+            )
+        finally:
+            os.close(write_fd)
+        reader = threading.Thread(target=_read_channel, args=(read_fd, messages, errors), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            proc.wait()
+        wall = time.monotonic() - start
+        # Anything the child started and left behind keeps the pipe open and the group alive: end it.
+        leftover = _group_alive(proc.pid)
+        if leftover:
+            _kill_group(proc.pid)
+        reader.join(timeout=10)
+
+    rc = proc.returncode
+    signal_name = None
+    if rc is not None and rc < 0 and not timed_out:
+        try:
+            signal_name = signal.Signals(-rc).name
+        except ValueError:
+            signal_name = f"signal {-rc}"
+    run = ChildRun(
+        job=job,
+        returncode=rc,
+        timed_out=timed_out,
+        wall_s=wall,
+        messages=tuple(messages),
+        stderr_tail=_tail(stderr_path),
+        stdout_tail=_tail(stdout_path),
+        protocol_errors=tuple(errors),
+        leftover_processes=leftover and not timed_out,
+        signal_name=signal_name,
+    )
+    log.info("child %s: rc=%s timed_out=%s wall=%.1fs messages=%d", job, rc, timed_out, wall, len(messages))
+    return run

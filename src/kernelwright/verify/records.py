@@ -1,0 +1,112 @@
+"""The verifier's input and output records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelwright.records import Finding, ProblemTraits, Severity, Status
+from kernelwright.verify.compare import REFERENCE
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyOptions:
+    """How to verify. ``None`` fields take their value from :data:`kernelwright.config.config`."""
+
+    device: str | None = None  # "auto", "cpu" or "cuda"
+    seed: int | None = None  # base seed; random when None (recorded in the verdict for --seed replay)
+    trials: int | None = None  # random trials (at least 5)
+    tolerance: str = REFERENCE  # "reference" or "kernelbench"
+    tolerance_factor: float | None = None
+    timing: bool = True  # time on a GPU (never on the CPU)
+    compile_baseline: bool = True  # also time torch.compile (default and max-autotune-no-cudagraphs)
+    allow_library_only: bool = False
+    allow_tf32: bool = False
+    allow_reduced_precision: bool = False
+    distribution_trials: bool = True  # scaled and heavy-tailed inputs
+    shape_trial: bool = True  # a second shape where the problem's size globals allow
+    inspect_archs: tuple[str, ...] | None = None  # archs to cross-compile Triton kernels for (None: config.arch)
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialOutcome:
+    index: int
+    kind: str
+    seed: int | None
+    status: str  # "ok", "wrong", "skipped", "not-run"
+    note: str = ""
+    comparisons: tuple[Mapping[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "seed": self.seed,
+            "status": self.status,
+            "note": self.note,
+            "comparisons": [dict(c) for c in self.comparisons],
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    status: Status
+    message: str  # one line: what happened, or what was wrong
+    clean: bool  # passed with no warning that undermines the pass (e.g. a degenerate problem)
+    problem: str
+    candidate: str
+    problem_sha256: str
+    candidate_sha256: str
+    seed: int
+    device: Mapping[str, Any]
+    tolerance: Mapping[str, Any]
+    trials: tuple[TrialOutcome, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    timing: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # name -> Measurement json
+    speedups: Mapping[str, float] = field(default_factory=dict)  # "vs_eager", "vs_compile", ...
+    roofline: Mapping[str, Any] | None = None
+    percent_of_floor: float | None = None
+    traits: ProblemTraits | None = None
+    kernels: tuple[Mapping[str, Any], ...] = ()
+    instructions: tuple[Mapping[str, Any], ...] = ()
+    stderr_tail: str = ""
+    duration_s: float = 0.0
+    kernelwright_version: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    def findings_of(self, severity: Severity) -> list[Finding]:
+        return [f for f in self.findings if f.severity is severity]
+
+    def has_finding(self, code: str) -> bool:
+        return any(f.code == code for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": str(self.status),
+            "clean": self.clean,
+            "message": self.message,
+            "problem": self.problem,
+            "candidate": self.candidate,
+            "problem_sha256": self.problem_sha256,
+            "candidate_sha256": self.candidate_sha256,
+            "seed": self.seed,
+            "device": dict(self.device),
+            "tolerance": dict(self.tolerance),
+            "findings": [f.to_json() for f in self.findings],
+            "trials": [t.to_json() for t in self.trials],
+            "timing": {k: (dict(v) if v else None) for k, v in self.timing.items()},
+            "speedups": dict(self.speedups),
+            "roofline": dict(self.roofline) if self.roofline else None,
+            "percent_of_floor": self.percent_of_floor,
+            "traits": self.traits.to_json() if self.traits else None,
+            "kernels": [dict(k) for k in self.kernels],
+            "instructions": [dict(i) for i in self.instructions],
+            "stderr_tail": self.stderr_tail,
+            "duration_s": self.duration_s,
+            "kernelwright_version": self.kernelwright_version,
+        }

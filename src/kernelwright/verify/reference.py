@@ -1,0 +1,299 @@
+"""The reference job — runs in its own child, never in the candidate's (DESIGN.md rule 2; KNOWN_HACKS #15).
+
+It imports the problem, builds ``Model`` under the recorded seed, makes every trial's inputs (on the CPU, as
+KernelBench does) and computes the answers twice: in the problem's native precision on the device, and in float64.
+Inputs and the model's state go to the shared directory the candidate reads; the answers go to a private directory
+that the parent reads and deletes before the candidate starts.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelwright.problem.files import import_from_path
+from kernelwright.verify import roofline, runtime, tensors, trials
+from kernelwright.verify.child import Channel, JobFailure, short_traceback
+
+PROBLEM_MODULE = "kernelwright_problem"
+SCALE_FACTORS = (64.0, 8.0)
+HEAVY_TAIL_SIGMA = (1.0, 0.5)
+
+
+def _problem_failure(what: str, exc: BaseException) -> JobFailure:
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return JobFailure("problem_error", "problem-error", f"{what} raised {type(exc).__name__}: {first}".rstrip(": "),
+                      detail=short_traceback(exc))
+
+
+def make_inputs(module: Any, seed: int) -> list[Any]:
+    torch.manual_seed(seed)
+    try:
+        values = module.get_inputs()
+    except Exception as exc:
+        raise _problem_failure("the problem's get_inputs()", exc) from exc
+    if not isinstance(values, (list, tuple)):
+        raise JobFailure("problem_error", "problem-error",
+                         f"the problem's get_inputs() returned a {type(values).__name__}; it must return a list")
+    return list(values)
+
+
+def make_init_inputs(module: Any, seed: int) -> list[Any]:
+    if not hasattr(module, "get_init_inputs"):
+        return []
+    torch.manual_seed(seed)
+    try:
+        values = module.get_init_inputs()
+    except Exception as exc:
+        raise _problem_failure("the problem's get_init_inputs()", exc) from exc
+    return list(values) if isinstance(values, (list, tuple)) else [values]
+
+
+def _run(model: torch.nn.Module, inputs: list[Any], device: torch.device) -> list[torch.Tensor]:
+    with torch.no_grad():
+        result = model(*tensors.to_device(inputs, device))
+    outputs = tensors.flatten_outputs(result)
+    for i, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor):
+            raise JobFailure("problem_error", "problem-error",
+                             f"the problem's Model.forward returned a {type(out).__name__} as output {i}; "
+                             "KernelBench problems return tensors")
+    runtime.synchronize(device)
+    return outputs
+
+
+def _to64(values: list[Any]) -> list[Any]:
+    return [v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+
+
+def _all_finite(outputs: list[torch.Tensor] | None) -> bool:
+    if outputs is None:
+        return True
+    return all(bool(torch.isfinite(o).all()) if o.is_floating_point() else True for o in outputs)
+
+
+def _transform(values: list[Any], kind: str, seed: int, level: int) -> tuple[list[Any], str]:
+    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            if kind == trials.SCALED:
+                v = v * SCALE_FACTORS[level]
+            else:
+                noise = torch.randn(v.shape, generator=gen, dtype=torch.float32) * HEAVY_TAIL_SIGMA[level]
+                v = (v.to(torch.float32) * torch.exp(noise)).to(v.dtype)
+        out.append(v)
+    label = f"x{SCALE_FACTORS[level]:g}" if kind == trials.SCALED else f"x exp(N(0,{HEAVY_TAIL_SIGMA[level]}^2))"
+    return out, label
+
+
+def _same_init(a: list[Any], b: list[Any]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _shapes(values: list[Any]) -> list[Any]:
+    return [tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _second_shape(module: Any, size_globals: dict[str, int], init_seed: int, seed: int) -> dict[str, int]:
+    """Size globals that can change without changing the model's constructor arguments (so its weights stay
+    valid) and that do change the inputs' shapes: {name: new value}."""
+    base_init = make_init_inputs(module, init_seed)
+    base_shapes = _shapes(make_inputs(module, seed))
+    chosen: dict[str, int] = {}
+    for name, value in size_globals.items():
+        if value < 2 or not isinstance(getattr(module, name, None), int):
+            continue
+        new = value - max(1, value // 8)
+        if new % 2 == 0 and new > 1:
+            new -= 1  # an odd size breaks power-of-two and divisibility assumptions
+        setattr(module, name, new)
+        try:
+            ok = _same_init(make_init_inputs(module, init_seed), base_init) and _shapes(
+                make_inputs(module, seed)) != base_shapes
+        except JobFailure:
+            ok = False
+        finally:
+            setattr(module, name, value)
+        if ok:
+            chosen[name] = new
+    return chosen
+
+
+def _ignored_inputs(model: torch.nn.Module, inputs: list[Any], outputs: list[torch.Tensor],
+                    device: torch.device) -> list[int]:
+    """Inputs whose values do not change the output (left out of the minimum bytes)."""
+    ignored = []
+    gen = torch.Generator().manual_seed(1234)
+    for i, v in enumerate(inputs):
+        if not isinstance(v, torch.Tensor) or v.numel() == 0:
+            continue
+        if v.is_floating_point():
+            other = (torch.randn(v.shape, generator=gen) * (v.float().std() + 1) + 3).to(v.dtype)
+        elif v.dtype == torch.bool:
+            other = ~v
+        else:
+            lo, hi = int(v.min()), int(v.max())
+            other = torch.randint(lo, hi + 1, v.shape, generator=gen, dtype=v.dtype) if hi > lo else v + 1
+        changed = list(inputs)
+        changed[i] = other
+        try:
+            new = _run(model, changed, device)
+        except Exception:
+            continue  # the perturbed input was not valid (e.g. an index out of range): assume it is read
+        if all(torch.equal(a, b) for a, b in zip(new, outputs)):
+            ignored.append(i)
+    return ignored
+
+
+def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
+    runtime.quiet_warnings()
+    device = runtime.device_of(spec["device"])
+    runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
+    shared, private = Path(spec["shared_dir"]), Path(spec["private_dir"])
+    init_seed = int(spec["init_seed"])
+    channel.send("device", facts=runtime.device_facts(device))
+
+    try:
+        module = import_from_path(spec["problem"], PROBLEM_MODULE)
+    except Exception as exc:
+        raise _problem_failure("importing the problem", exc) from exc
+    if not isinstance(getattr(module, "Model", None), type):
+        raise JobFailure("problem_error", "problem-error", "the problem defines no class Model")
+
+    init_inputs = make_init_inputs(module, init_seed)
+    torch.manual_seed(init_seed)
+    try:
+        model = module.Model(*init_inputs)
+    except Exception as exc:
+        raise _problem_failure("the problem's Model(*get_init_inputs())", exc) from exc
+    model = model.to(device)
+    tensors.save(init_inputs, shared / "init.pt")
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, shared / "state.pt")
+
+    model64, fp64_note = None, None
+    try:
+        model64 = copy.deepcopy(model).to(torch.float64)
+    except Exception as exc:
+        fp64_note = f"the model cannot be converted to float64 ({type(exc).__name__}: {exc})"
+
+    plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
+    base_finite = True
+    shape_change: dict[str, int] = {}
+    if any(t.kind == trials.SHAPE for t in plan):
+        shape_change = _second_shape(module, dict(spec.get("size_globals", {})), init_seed, plan[0].seed)
+    first_inputs: list[Any] | None = None
+    first_outputs: list[torch.Tensor] | None = None
+
+    for trial in plan:
+        if not trial.needs_own_reference:
+            channel.send("trial", index=trial.index, kind=trial.kind, source=trial.source, skipped=None)
+            continue
+        note = ""
+        if trial.kind == trials.SHAPE:
+            if not shape_change:
+                channel.send("trial", index=trial.index, kind=trial.kind,
+                             skipped="no size global can change without changing the model's constructor")
+                continue
+            saved = {name: getattr(module, name) for name in shape_change}
+            for name, value in shape_change.items():
+                setattr(module, name, value)
+            try:
+                inputs = make_inputs(module, trial.seed)
+            finally:
+                for name, value in saved.items():
+                    setattr(module, name, value)
+            note = ", ".join(f"{n} {saved[n]}->{v}" for n, v in shape_change.items())
+        else:
+            inputs = make_inputs(module, trial.seed)
+
+        attempts = 1 if trial.kind not in (trials.SCALED, trials.HEAVY_TAILED) else len(SCALE_FACTORS)
+        native = ref64 = None
+        skipped = None
+        for level in range(attempts):
+            trial_inputs = inputs
+            if trial.kind in (trials.SCALED, trials.HEAVY_TAILED):
+                if not base_finite:
+                    skipped = "the reference is not finite on the ordinary inputs"
+                    break
+                trial_inputs, note = _transform(inputs, trial.kind, trial.seed, level)
+            try:
+                native = _run(model, trial_inputs, device)
+            except JobFailure:
+                raise
+            except Exception as exc:
+                if trial.kind == trials.RANDOM and trial.index == 0:
+                    raise _problem_failure("the problem's Model.forward", exc) from exc
+                skipped = f"the reference fails on these inputs ({type(exc).__name__})"
+                break
+            if model64 is not None:
+                try:
+                    ref64 = _run(model64, _to64(trial_inputs), device)
+                except Exception as exc:
+                    model64, ref64 = None, None
+                    fp64_note = f"the model does not run in float64 ({type(exc).__name__}: {str(exc)[:160]})"
+            if trial.kind in (trials.SCALED, trials.HEAVY_TAILED) and not (
+                _all_finite(native) and _all_finite(ref64)
+            ):
+                skipped = "the reference overflows on transformed inputs"
+                continue
+            skipped = None
+            inputs = trial_inputs
+            break
+        if skipped or native is None:
+            channel.send("trial", index=trial.index, kind=trial.kind, skipped=skipped or "no reference")
+            continue
+        if trial.kind == trials.RANDOM:
+            base_finite = base_finite and _all_finite(native)
+        if trial.index == 0:
+            first_inputs, first_outputs = inputs, native
+        tensors.save(inputs, shared / f"inputs-{trial.index}.pt")
+        torch.save({"native": [o.detach().cpu() for o in native],
+                    "fp64": [o.detach().cpu() for o in ref64] if ref64 is not None else None},
+                   private / f"ref-{trial.index}.pt")
+        device_inputs = [v for v in inputs if isinstance(v, torch.Tensor)]
+        channel.send(
+            "trial",
+            index=trial.index,
+            kind=trial.kind,
+            seed=trial.seed,
+            skipped=None,
+            note=note,
+            inputs=[tensors.describe(v) if isinstance(v, torch.Tensor) else repr(v) for v in inputs],
+            outputs=[tensors.describe(o) for o in native],
+            finite=_all_finite(native),
+            fp64=ref64 is not None,
+            n_tensor_inputs=len(device_inputs),
+        )
+
+    if fp64_note:
+        channel.send("note", code="no-fp64-reference", message=fp64_note)
+
+    if spec.get("count_work", True) and first_inputs is not None and first_outputs is not None:
+        ignored = _ignored_inputs(model, first_inputs, first_outputs, device)
+        dev_inputs = tensors.to_device(first_inputs, device)
+        try:
+            work = roofline.count_work(model, dev_inputs, first_outputs, ignored)
+            channel.send("work", work=work.to_json())
+        except Exception as exc:  # the counter is best effort; the verdict says the roofline is unknown
+            channel.send("note", code="work-count-failed",
+                         message=f"counting FLOPs/bytes failed: {type(exc).__name__}: {exc}")
+    if spec.get("aliasing", True) and first_inputs is not None:
+        dev_inputs = tensors.to_device(first_inputs, device)
+        outs = _run(model, dev_inputs, device)
+        aliased = sorted({j for j, o in enumerate(outs) for v in dev_inputs
+                          if isinstance(v, torch.Tensor) and tensors.overlaps(o, v)})
+        mutated = any(isinstance(v, torch.Tensor) and not torch.equal(v.cpu(), w)
+                      for v, w in zip(dev_inputs, first_inputs) if isinstance(w, torch.Tensor))
+        channel.send("semantics", outputs_alias_inputs=aliased, mutates_inputs=bool(mutated))

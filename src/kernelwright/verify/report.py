@@ -1,0 +1,157 @@
+"""The human-readable verdict: a short table (``--json`` prints the whole record instead)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kernelwright.verify.records import Verdict
+
+_TIMING_ROWS = (("candidate", "candidate"), ("eager", "eager"), ("compile", "torch.compile"),
+                ("compile_max_autotune", "compile max-autotune"))
+
+
+def _fmt_ms(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"
+
+
+def _si(value: float, unit: str) -> str:
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _device_line(device: dict[str, Any]) -> str:
+    parts = [str(device.get("name") or device.get("type", "?"))]
+    if device.get("compute_capability"):
+        parts.append(f"cc {device['compute_capability']}, {device.get('sm_count')} SMs")
+    if device.get("type") == "cpu":
+        parts.append("Triton interpreter" if device.get("interpreter") else "CPU")
+    versions = [f"{k} {device[k]}" for k in ("torch", "triton") if device.get(k)]
+    return " · ".join(parts + versions)
+
+
+def _trials_line(verdict: Verdict) -> str:
+    kinds = Counter(t.kind for t in verdict.trials if t.status in ("ok", "wrong"))
+    status = Counter(t.status for t in verdict.trials)
+    described = ", ".join(f"{n} {k}" if n > 1 else k for k, n in kinds.items())
+    line = f"{sum(kinds.values())} run ({described})"
+    if status.get("wrong"):
+        line += f"; {status['wrong']} wrong"
+    elif kinds:
+        line += "; all correct"
+    skipped = [t for t in verdict.trials if t.status == "skipped"]
+    if skipped:
+        line += "; skipped: " + ", ".join(f"{t.kind} ({t.note})" for t in skipped)
+    not_run = [t for t in verdict.trials if t.status == "not-run"]
+    if not_run:
+        line += f"; {len(not_run)} not run"
+    return line
+
+
+def _error_line(verdict: Verdict) -> str | None:
+    worst = None
+    for t in verdict.trials:
+        for c in t.comparisons:
+            if c.get("max_rel_error") is None:
+                continue
+            if worst is None or (c.get("max_abs_error") or 0) > (worst.get("max_abs_error") or 0):
+                worst = c
+    if worst is None:
+        return None
+    line = f"max abs {worst['max_abs_error']:.3g}, max rel {worst['max_rel_error']:.3g}, rel L2 {worst['rel_l2_error']:.3g}"
+    if worst.get("mode") == "reference" and worst.get("native_max_error") is not None:
+        line += f" (bound {worst['bound']:.2g}; PyTorch's own error {worst['native_max_error']:.2g})"
+    elif worst.get("mode") == "kernelbench":
+        line += f" (KernelBench atol=rtol={worst['bound']:g})"
+    return line
+
+
+def render(verdict: Verdict) -> str:
+    rows: list[tuple[str, str]] = []
+    status = str(verdict.status)
+    if verdict.passed and not verdict.clean:
+        status += " (not clean: see warnings)"
+    rows.append(("verdict", f"{status} — {verdict.message}"))
+    rows.append(("problem", verdict.problem))
+    rows.append(("candidate", verdict.candidate))
+    rows.append(("device", _device_line(dict(verdict.device))))
+    rows.append(("seed", f"{verdict.seed} (replay with --seed {verdict.seed})"))
+    rows.append(("trials", _trials_line(verdict)))
+    error = _error_line(verdict)
+    if error:
+        rows.append(("error", error))
+    lines = [f"{k:<12} {v}" for k, v in rows]
+
+    if verdict.timing:
+        lines.append(f"{'timing':<12} {'':<22}{'median ms':>10} {'min ms':>9} {'IQR ms':>8} {'reps':>6} {'speedup':>8}")
+        cand = (verdict.timing.get("candidate") or {}).get("median_ms")
+        for key, label in _TIMING_ROWS:
+            m = verdict.timing.get(key)
+            if m is None and key not in verdict.timing:
+                continue
+            if m is None:
+                lines.append(f"{'':<12} {label:<22}{'failed':>10}")
+                continue
+            speedup = "" if key == "candidate" or not cand else f"{m['median_ms'] / cand:.2f}x"
+            lines.append(f"{'':<12} {label:<22}{_fmt_ms(m['median_ms']):>10} {_fmt_ms(m['min_ms']):>9} "
+                         f"{m['q3_ms'] - m['q1_ms']:>8.4f} {m['reps']:>6} {speedup:>8}")
+    elif verdict.device.get("type") == "cpu":
+        lines.append(f"{'timing':<12} not measured (no GPU: correctness was checked under the Triton interpreter)")
+
+    if verdict.roofline:
+        r = verdict.roofline
+        floor = r.get("achievable_floor_ms") or r.get("physical_floor_ms")
+        which = "measured ceilings" if r.get("achievable_floor_ms") else "datasheet peaks"
+        text = f"{_si(r['bytes'], 'B')}, {_si(r['flops'], 'FLOP')}"
+        if floor:
+            text += f"; floor {floor:.4f} ms ({r['bound']}-bound, {which})"
+        if verdict.percent_of_floor is not None:
+            text += f"; candidate at {verdict.percent_of_floor:.0f}% of floor"
+        lines.append(f"{'roofline':<12} {text}")
+
+    if verdict.kernels:
+        own = [k for k in verdict.kernels if k["origin"] == "own"]
+        lib = [k for k in verdict.kernels if k["origin"] != "own"]
+        total = sum(k.get("device_time_us") or 0 for k in verdict.kernels)
+
+        def show(group: list[Any]) -> str:
+            if not group:
+                return "none"
+            items = []
+            for k in group[:4]:
+                share = f", {100 * (k['device_time_us'] or 0) / total:.0f}%" if total else ""
+                items.append(f"{k['name'][:48]} x{k['launches']}{share}")
+            return "; ".join(items) + (f"; +{len(group) - 4} more" if len(group) > 4 else "")
+
+        lines.append(f"{'kernels':<12} own: {show(own)}")
+        lines.append(f"{'':<12} library: {show(lib)}")
+
+    for summary in verdict.instructions[:6]:
+        lines.append(f"{'instructions':<12} {_instruction_line(summary)}")
+
+    for f in verdict.findings:
+        lines.append(f"{str(f.severity):<12} {f.code}: {f.message}")
+    if verdict.stderr_tail and not verdict.passed:
+        tail = verdict.stderr_tail.strip().splitlines()[-6:]
+        lines.append(f"{'stderr':<12} " + f"\n{'':<13}".join(tail))
+    return "\n".join(lines)
+
+
+def _instruction_line(summary: dict[str, Any]) -> str:
+    name = summary.get("name") or summary.get("launched_as", "?")
+    arch = summary.get("arch", "?")
+    parts = [f"{str(name)[:40]} ({arch})"]
+    for key, label in (("registers", "regs"), ("spill_bytes", "spill B"), ("shared_bytes", "smem B")):
+        if summary.get(key) is not None:
+            parts.append(f"{summary[key]} {label}")
+    classes = summary.get("histogram_by_class") or {}
+    if classes:
+        top = sorted(classes.items(), key=lambda kv: -kv[1])[:5]
+        parts.append(", ".join(f"{k} {v}" for k, v in top))
+    distinctive = summary.get("distinctive") or {}
+    if distinctive:
+        parts.append("uses " + (", ".join(k for k, v in distinctive.items() if v) or "none of")
+                     + f" of {len(distinctive)} {arch} features")
+    return "; ".join(parts)

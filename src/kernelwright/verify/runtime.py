@@ -1,0 +1,76 @@
+"""Process set-up shared by the verifier's children: device, precision policy, synchronisation."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import torch
+
+
+def configure_precision(*, allow_tf32: bool) -> None:
+    """The precision policy, applied identically to the reference, the baselines and the candidate.
+
+    PyTorch enables TF32 for cuDNN convolutions by default; an fp32 problem must be judged and timed in fp32,
+    so both switches follow ``allow_tf32`` (DESIGN.md rule 4; KNOWN_HACKS #10).
+    """
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+    torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+
+
+def quiet_warnings() -> None:
+    # Deterministic-mode and TF32 notices are expected in the children; keep stderr for real problems.
+    warnings.filterwarnings("ignore", message=".*deterministic.*")
+    warnings.filterwarnings("ignore", message=".*does not have a deterministic implementation.*")
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch")
+
+
+def device_of(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("the verifier asked for CUDA, but this process sees no CUDA device")
+    return torch.device("cuda", torch.cuda.current_device()) if name == "cuda" else torch.device("cpu")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def interpreter_active() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def device_facts(device: torch.device) -> dict[str, Any]:
+    """What the verdict records about where it ran."""
+    import platform
+
+    facts: dict[str, Any] = {
+        "type": device.type,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+    try:
+        import triton
+
+        facts["triton"] = triton.__version__
+    except ImportError:
+        facts["triton"] = None
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        facts.update(
+            name=props.name,
+            compute_capability=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            l2_bytes=getattr(props, "L2_cache_size", None),
+            memory_bytes=props.total_memory,
+            cuda=torch.version.cuda,
+        )
+        try:
+            facts["driver"] = torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version") else None
+        except Exception:
+            facts["driver"] = None
+    else:
+        facts.update(name=platform.processor() or platform.machine(), interpreter=interpreter_active())
+    return facts

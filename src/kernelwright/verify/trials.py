@@ -1,0 +1,62 @@
+"""The correctness trials of one verification — DESIGN.md rule 3 and KNOWN_HACKS #8, #11, #12, #13.
+
+The parent plans them; the reference child makes their inputs and answers; the candidate child runs them. Every
+trial's inputs come from a recorded seed, so ``--seed`` replays a failure exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+RANDOM = "random"  # fresh get_inputs() under a new seed, in new buffers
+REWRITE = "rewrite"  # new values written in place into an earlier trial's buffers (same addresses)
+REPOISON = "repoison"  # an earlier trial's inputs again, with a different poison pattern in free memory
+SCALED = "scaled"  # float inputs multiplied by a large factor
+HEAVY_TAILED = "heavy_tailed"  # float inputs multiplied by log-normal noise (outliers, same signs)
+SHAPE = "shape"  # the problem's size globals changed (a second shape)
+
+POISON_NAN = "nan"  # free memory and torch.empty filled with NaN (0xFF bytes)
+POISON_FINITE = "finite"  # free memory filled with a finite non-zero pattern (0x41 bytes), no NaN fill
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSpec:
+    index: int
+    kind: str
+    seed: int
+    source: int | None = None  # REWRITE: whose buffers; REPOISON: whose inputs
+    poison: str = POISON_NAN
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrialSpec:
+        return cls(**data)
+
+    @property
+    def needs_own_reference(self) -> bool:
+        return self.kind != REPOISON
+
+
+MIN_RANDOM_TRIALS = 5
+
+
+def plan_trials(seed: int, random_trials: int = MIN_RANDOM_TRIALS, *, distribution: bool = True,
+                second_shape: bool = True) -> list[TrialSpec]:
+    """Random trials (at least five), an in-place rewrite of trial 0's buffers, a re-run of trial 1 under a
+    different poison, and — unless disabled — scaled, heavy-tailed and second-shape trials."""
+    n = max(MIN_RANDOM_TRIALS, random_trials)
+    plan = [TrialSpec(index=i, kind=RANDOM, seed=seed + i) for i in range(n)]
+    plan.append(TrialSpec(index=n, kind=REWRITE, seed=seed + n, source=0))
+    plan.append(TrialSpec(index=n + 1, kind=REPOISON, seed=seed + 1, source=1, poison=POISON_FINITE))
+    extra = []
+    if distribution:
+        extra += [SCALED, HEAVY_TAILED]
+    if second_shape:
+        extra.append(SHAPE)
+    for offset, kind in enumerate(extra):
+        index = n + 2 + offset
+        plan.append(TrialSpec(index=index, kind=kind, seed=seed + index))
+    return plan

@@ -1,0 +1,628 @@
+"""The verifier's orchestration: reference child → candidate child → judgement → baselines → verdict.
+
+The parent never imports the problem or the candidate and never touches the GPU; it plans the trials, starts the
+children (:mod:`kernelwright.verify.isolate`), holds the reference's answers in memory only while the candidate
+runs (they are deleted from disk first), judges every output (:mod:`kernelwright.verify.compare`), and assembles a
+:class:`~kernelwright.verify.records.Verdict`. Candidate failures of every kind are verdicts; only unusable
+*input* (a missing file, a broken problem) raises :class:`~kernelwright.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kernelwright import __version__
+from kernelwright.config import config
+from kernelwright.errors import ConfigError, InputError
+from kernelwright.problem.files import CandidateFile, ProblemFile, read_candidate, read_problem
+from kernelwright.records import Finding, ProblemTraits, Severity, Status
+from kernelwright.verify import compare, trials
+from kernelwright.verify.isolate import ChildRun, run_child
+from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
+
+log = logging.getLogger(__name__)
+
+# Finding codes that make a verdict `rejected` (integrity), as opposed to `incorrect`.
+INTEGRITY_CODES = frozenset({
+    "stale-memory", "side-stream", "background-thread", "background-process", "output-subclass",
+    "timer-tampering", "no-own-kernel", "output-caching", "input-mutation", "precision", "tf32-in-fp32",
+    "fp16-in-fp32", "half-in-fp32", "distribution-shortcut", "shape-specialised", "nondeterministic",
+    "persisting-l2", "reference-access", "timed-call-mismatch", "beyond-roofline", "output-aliases-input",
+    "protocol-violation",
+})  # fmt: skip
+
+# What a failure on a special trial means, when the ordinary random trials pass.
+_SPECIAL_TRIAL_CODES = {
+    trials.REWRITE: ("output-caching", "wrong after new values were written into trial {source}'s input buffers "
+                                       "in place: results are cached by address or shape"),
+    trials.REPOISON: ("nondeterministic", "wrong when free memory holds a different poison pattern: the result "
+                                          "depends on uninitialised memory"),
+    trials.SCALED: ("distribution-shortcut", "wrong on scaled inputs ({note}): correct only for the test "
+                                             "distribution"),
+    trials.HEAVY_TAILED: ("distribution-shortcut", "wrong on heavy-tailed inputs ({note}): correct only for the "
+                                                   "test distribution"),
+    trials.SHAPE: ("shape-specialised", "wrong at a second shape ({note}): constants baked in for the benchmark's "
+                                        "shape"),
+}
+
+
+def resolve_device(requested: str | None) -> str:
+    value = (requested or config.device or "auto").lower()
+    if value not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device {value!r} is not one of auto, cpu, cuda; pass --device cpu or --device cuda")
+    if value == "auto":
+        return "cuda" if _cuda_available() else "cpu"
+    if value == "cuda" and not _cuda_available():
+        raise InputError("--device cuda was asked for, but no CUDA GPU is visible here; use --device cpu")
+    return value
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+class _Judge:
+    """Accumulates findings and trial outcomes while the verdict is assembled."""
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.outcomes: dict[int, TrialOutcome] = {}
+
+    def add(self, code: str, message: str, severity: Severity = Severity.ERROR, **details: Any) -> None:
+        if any(f.code == code and f.message == message for f in self.findings):
+            return
+        self.findings.append(Finding(code=code, message=message, severity=severity, details=details))
+
+    def has(self, *codes: str) -> bool:
+        return any(f.code in codes for f in self.findings)
+
+
+def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | None = None) -> Verdict:
+    """Verify ``candidate`` (a KernelBench ``ModelNew`` file) against ``problem`` (a KernelBench problem file)."""
+    opts = options or VerifyOptions()
+    started = time.monotonic()
+    problem_file = read_problem(problem)
+    candidate_file = read_candidate(candidate)
+    if opts.tolerance not in compare.MODES:
+        raise ConfigError(f"tolerance {opts.tolerance!r} is not one of {', '.join(compare.MODES)}")
+    device = resolve_device(opts.device)
+    seed = opts.seed if opts.seed is not None else secrets.randbelow(2**31 - 1000)
+    factor = float(opts.tolerance_factor or config.tolerance_factor)
+    base = dict(
+        problem=str(problem_file.path), candidate=str(candidate_file.path),
+        problem_sha256=problem_file.sha256, candidate_sha256=candidate_file.sha256, seed=seed,
+        device={"type": device}, tolerance={"mode": opts.tolerance, "factor": factor},
+        kernelwright_version=__version__,
+    )
+    structural = candidate_file.problem_with_structure
+    if structural:
+        code = "syntax-error" if candidate_file.syntax_error else "missing-modelnew"
+        return Verdict(status=Status.COMPILE_ERROR, message=structural, clean=False,
+                       findings=(Finding(code=code, message=structural),),
+                       duration_s=time.monotonic() - started, **base)
+
+    workdir = Path(tempfile.mkdtemp(prefix="kernelwright-verify-"))
+    try:
+        verdict = _Verification(problem_file, candidate_file, opts, device, seed, factor, workdir, base).run()
+    finally:
+        if config.keep_workdir:
+            log.warning("kept the verifier's working directory %s", workdir)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return replace(verdict, duration_s=time.monotonic() - started)
+
+
+class _Verification:
+    def __init__(self, problem: ProblemFile, candidate: CandidateFile, opts: VerifyOptions, device: str, seed: int,
+                 factor: float, workdir: Path, base: dict[str, Any]) -> None:
+        self.problem, self.candidate, self.opts = problem, candidate, opts
+        self.device, self.seed, self.factor = device, seed, factor
+        self.workdir, self.base = workdir, base
+        self.shared = workdir / "shared"
+        self.private = workdir / "private"
+        self.out = workdir / "candidate-out"
+        for d in (self.shared, self.private, self.out):
+            d.mkdir()
+        self.judge = _Judge()
+        self.timeout = float(opts.timeout_s or config.timeout_s)
+        self.plan = trials.plan_trials(seed, opts.trials or config.trials,
+                                       distribution=opts.distribution_trials, second_shape=opts.shape_trial)
+        self.env = self._child_env()
+        self.device_facts: dict[str, Any] = {"type": device}
+        self.traits: ProblemTraits | None = None
+        self.work: Any = None
+
+    # -- children -----------------------------------------------------------------------------------------------
+    def _child_env(self) -> dict[str, str]:
+        cache = Path(config.cache_dir)
+        env = {
+            "TRITON_CACHE_DIR": str(cache / "triton"),
+            "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+            "KERNELWRIGHT_CACHE_DIR": str(cache),
+        }
+        if self.device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        return env
+
+    def _run(self, job: str, spec: dict[str, Any], timeout: float | None = None) -> ChildRun:
+        memory = int(config.child_memory_gb * (1 << 30)) if self.device == "cpu" else 0
+        return run_child(job, spec, workdir=self.workdir, timeout_s=timeout or self.timeout,
+                         env_extra=self.env, memory_limit_bytes=memory)
+
+    # -- the whole protocol -------------------------------------------------------------------------------------
+    def run(self) -> Verdict:
+        refs, ref_trials, semantics = self._reference()
+        cand = self._candidate(ref_trials, semantics)
+        failure = self._child_failure(cand)
+        judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
+        self._judge_kernels(cand)
+        timing: dict[str, Any] = {}
+        measurement = cand.last("timing")
+        if failure is None and measurement:
+            timing["candidate"] = measurement["measurement"]
+            if measurement.get("side_stream"):
+                m = measurement["measurement"]
+                self.judge.add("side-stream",
+                               f"work the timed stream did not see: {m['unexplained_ms_per_call']:.3f} ms per call "
+                               f"beyond the measured {m['median_ms']:.3f} ms (another stream or a thread)",
+                               unexplained_ms_per_call=m["unexplained_ms_per_call"], median_ms=m["median_ms"])
+            self._judge_timed_outputs(measurement, refs, semantics)
+        for finding in cand.events("finding"):
+            self.judge.add(finding["code"], finding["message"], **dict(finding.get("details") or {}))
+        self._notes(cand)
+        instructions = self._instructions(cand)
+        if failure is None and judged and not self._integrity_failed() and "candidate" in timing:
+            timing.update(self._baselines(ref_trials))
+        roofline, percent = self._roofline(timing)
+        self._degenerate_check(refs, ref_trials)
+        return self._verdict(failure, cand, timing, roofline, percent, instructions)
+
+    # -- reference ----------------------------------------------------------------------------------------------
+    def _reference(self) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]], dict[str, Any]]:
+        spec = {
+            "problem": str(self.problem.path),
+            "device": self.device,
+            "init_seed": self.seed,
+            "trials": [t.to_json() for t in self.plan],
+            "shared_dir": str(self.shared),
+            "private_dir": str(self.private),
+            "allow_tf32": self.opts.allow_tf32,
+            "size_globals": self.problem.size_globals,
+        }
+        run = self._run("reference", spec)
+        error = run.last("error")
+        if error and error.get("status") == "problem_error":
+            raise InputError(f"problem {self.problem.path.name}: {error['message']}; fix the problem file"
+                             + (f"\n{error.get('detail', '')}" if config.keep_workdir else ""))
+        if error or not run.finished:
+            what = error["message"] if error else run.describe_exit()
+            raise InputError(f"problem {self.problem.path.name}: computing the reference failed: {what}")
+        facts = run.last("device")
+        if facts:
+            self.device_facts = facts["facts"]
+        ref_trials = {m["index"]: m for m in run.events("trial")}
+        refs: dict[int, dict[str, Any]] = {}
+        import torch
+
+        for path in sorted(self.private.glob("ref-*.pt")):
+            index = int(path.stem.split("-")[1])
+            refs[index] = torch.load(path, map_location="cpu", weights_only=True)
+        shutil.rmtree(self.private, ignore_errors=True)  # the answers now live only in this process
+        work = run.last("work")
+        if work:
+            from kernelwright.verify.roofline import WorkCount, traits
+
+            self.work = WorkCount.from_json(work["work"])
+            self.traits = traits(self.work, allow_tf32=self.opts.allow_tf32,
+                                 allow_reduced_precision=self.opts.allow_reduced_precision)
+        for note in run.events("note"):
+            self.judge.add(note["code"], note["message"], Severity.NOTE)
+        semantics = run.last("semantics") or {"outputs_alias_inputs": [], "mutates_inputs": False}
+        return refs, ref_trials, semantics
+
+    # -- candidate ----------------------------------------------------------------------------------------------
+    def _candidate(self, ref_trials: dict[int, dict[str, Any]], semantics: dict[str, Any]) -> ChildRun:
+        runnable = [t for t in self.plan
+                    if not ref_trials.get(t.index, {}).get("skipped")
+                    and (t.kind != trials.REPOISON or not ref_trials.get(t.source, {}).get("skipped"))]
+        expected = sum(_bytes_of(o) for o in ref_trials.get(0, {}).get("outputs", []))
+        random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
+        archs = list(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
+            [config.arch] if self.device == "cpu" else [])
+        spec = {
+            "candidate": str(self.candidate.path),
+            "device": self.device,
+            "init_seed": self.seed,
+            "trials": [t.to_json() for t in runnable],
+            "shared_dir": str(self.shared),
+            "out_dir": str(self.out),
+            "allow_tf32": self.opts.allow_tf32,
+            "expected_output_bytes": expected,
+            "profile_trial": random_indices[1] if len(random_indices) > 1 else (random_indices or [None])[0],
+            "watch_paths": [str(self.problem.path), str(self.private)],
+            "triton_kernels": list(self.candidate.triton_kernels),
+            "cuda_kernels": list(self.candidate.cuda_kernels),
+            "inspect_archs": archs,
+            "arch": config.arch,
+            "timing": {
+                "enabled": self.device == "cuda" and self.opts.timing,
+                "n_sets": min(int(config.input_sets), len(random_indices)) or 1,
+                "min_reps": config.timing_min_reps,
+                "max_reps": config.timing_max_reps,
+                "target_ms": config.timing_target_ms,
+                "warmup_ms": config.timing_warmup_ms,
+            },
+        }
+        for t in self.plan:
+            if t not in runnable:
+                reason = ref_trials.get(t.index, {}).get("skipped") or "its source trial was skipped"
+                self.judge.outcomes[t.index] = TrialOutcome(index=t.index, kind=t.kind, seed=t.seed,
+                                                            status="skipped", note=reason)
+        return self._run("candidate", spec)
+
+    def _child_failure(self, run: ChildRun) -> tuple[Status, str] | None:
+        """The candidate's run ended early: the status and a one-line message, or None."""
+        for message in run.protocol_errors[:3]:
+            self.judge.add("protocol-violation", message)
+        if run.leftover_processes:
+            self.judge.add("background-process", "the candidate left processes running after its job ended")
+        error = run.last("error")
+        started = run.events("trial_start")
+        during = f" during trial {started[-1]['index']} ({started[-1]['kind']})" if started else ""
+        if run.timed_out:
+            return Status.TIMEOUT, f"the candidate {run.describe_exit()}{during}"
+        if error:
+            status = Status(error["status"]) if error["status"] in Status._value2member_map_ else Status.RUNTIME_ERROR
+            self.judge.add(error["code"], error["message"], details=error.get("detail", ""))
+            if started and started[-1]["kind"] == trials.SHAPE and status is Status.RUNTIME_ERROR:
+                self.judge.add("shape-specialised", f"fails at a second shape: {error['message']}")
+                return Status.REJECTED, f"shape-specialised: fails at a second shape: {error['message']}"
+            return status, error["message"]
+        if not run.finished:
+            return Status.CRASHED, f"the candidate's process {run.describe_exit()}{during}"
+        return None
+
+    # -- judging outputs ----------------------------------------------------------------------------------------
+    def _judge_trials(self, run: ChildRun, refs: dict[int, dict[str, Any]], ref_trials: dict[int, dict[str, Any]],
+                      semantics: dict[str, Any]) -> bool:
+        from kernelwright.verify import tensors
+
+        random_ok = True
+        by_index = {t.index: t for t in self.plan}
+        for message in run.events("trial"):
+            index = message["index"]
+            trial = by_index[index]
+            ref = refs.get(trial.source if trial.kind == trials.REPOISON else index)
+            if ref is None:
+                continue
+            expected = ref["native"]
+            problems = []
+            for i, type_name in enumerate(message.get("output_types", [])):
+                if type_name != "torch.Tensor":
+                    self.judge.add("output-subclass",
+                                   f"output {i} is a {type_name}, not a plain torch.Tensor: a subclass can make any "
+                                   "comparison succeed", type=type_name)
+                    problems.append(f"output {i} is a {type_name}")
+            try:
+                got = tensors.load(self.out / f"out-{index}.pt")
+            except Exception as exc:
+                got = []
+                problems.append(f"its outputs could not be read back safely ({type(exc).__name__})")
+            problems += compare.structure_problems(got, expected, self.device) if not problems else []
+            if message.get("mutated_inputs") and not semantics.get("mutates_inputs"):
+                self.judge.add("input-mutation",
+                               f"forward changed its input(s) {message['mutated_inputs']} in place (trial {index})",
+                               inputs=message["mutated_inputs"])
+            aliased = [j for j in message.get("aliased_outputs", []) if j not in semantics.get("outputs_alias_inputs", [])]
+            if aliased:
+                self.judge.add("output-aliases-input", f"output(s) {aliased} share memory with an input")
+            if message.get("late_writes"):
+                self.judge.add("background-thread",
+                               f"output(s) {message['late_writes']} changed after forward returned: work is still "
+                               "running in the background")
+            comparisons = []
+            if not problems:
+                fp64 = ref.get("fp64")
+                for j, (g, e) in enumerate(zip(got, expected)):
+                    c = compare.compare(g, e, fp64[j] if fp64 else None, mode=self.opts.tolerance,
+                                        factor=self.factor)
+                    comparisons.append(c)
+            ok = not problems and all(c.ok for c in comparisons)
+            note = "; ".join(problems) or "; ".join(
+                f"output {j}: {c.reason}" for j, c in enumerate(comparisons) if not c.ok)
+            self.judge.outcomes[index] = TrialOutcome(
+                index=index, kind=trial.kind, seed=trial.seed if trial.kind != trials.REPOISON else None,
+                status="ok" if ok else "wrong", note=note or ref_trials.get(index, {}).get("note", ""),
+                comparisons=tuple(c.to_json() for c in comparisons))
+            if ok:
+                continue
+            if trial.kind == trials.RANDOM:
+                random_ok = False
+                if problems:
+                    self.judge.add("output-structure", f"trial {index}: {problems[0]}")
+                else:
+                    stale = any(c.nonfinite_mismatches and c.worst_got is not None and c.worst_got != c.worst_got
+                                for c in comparisons)
+                    if stale and trial.poison == trials.POISON_NAN:
+                        self.judge.add("stale-memory",
+                                       f"trial {index}: output elements hold the NaN poison of unwritten memory "
+                                       f"({note})")
+                    self.judge.add("mismatch", f"trial {index} (seed {trial.seed}): {note}")
+        if random_ok:
+            for index, outcome in sorted(self.judge.outcomes.items()):
+                trial = by_index[index]
+                if outcome.status == "wrong" and trial.kind in _SPECIAL_TRIAL_CODES:
+                    code, template = _SPECIAL_TRIAL_CODES[trial.kind]
+                    detail = ref_trials.get(index, {}).get("note", "")
+                    self.judge.add(code, template.format(source=trial.source, note=detail or trial.kind)
+                                   + f" — {outcome.note}", trial=index)
+        return random_ok and not self.judge.has("output-structure")
+
+    def _judge_timed_outputs(self, measurement: Mapping[str, Any], refs: dict[int, dict[str, Any]],
+                             semantics: dict[str, Any]) -> None:
+        from kernelwright.verify import tensors
+
+        for set_index in measurement.get("timed_sets", []):
+            ref = refs.get(set_index)
+            path = self.out / f"timed-{set_index}.pt"
+            if ref is None or not path.exists():
+                continue
+            got = tensors.load(path)
+            if compare.structure_problems(got, ref["native"], self.device):
+                self.judge.add("timed-call-mismatch", "the outputs of timed calls differ in structure from the "
+                                                      "outputs of checked calls")
+                return
+            fp64 = ref.get("fp64")
+            for j, (g, e) in enumerate(zip(got, ref["native"])):
+                c = compare.compare(g, e, fp64[j] if fp64 else None, mode=self.opts.tolerance, factor=self.factor)
+                if not c.ok:
+                    self.judge.add("timed-call-mismatch",
+                                   f"a timed call returned a wrong answer (input set {set_index}, output {j}: "
+                                   f"{c.reason}); the candidate behaves differently while timed")
+                    return
+
+    def _judge_kernels(self, run: ChildRun) -> None:
+        self.kernels: list[dict[str, Any]] = list((run.last("kernels") or {}).get("kernels", []))
+        if not self.kernels or run.last("error"):
+            return
+        own = [k for k in self.kernels if k["origin"] == "own"]
+        total = sum(k["device_time_us"] or 0.0 for k in self.kernels)
+        own_time = sum(k["device_time_us"] or 0.0 for k in own)
+        if not own and not self.opts.allow_library_only:
+            names = ", ".join(k["name"][:60] for k in self.kernels[:4])
+            self.judge.add("no-own-kernel",
+                           f"the candidate launched no kernel of its own, only library work ({names}); "
+                           "pass --allow-library-only to accept that", library=[k["name"] for k in self.kernels])
+        elif total and own_time / total < 0.5:
+            self.judge.add("library-share",
+                           f"library kernels take {100 * (1 - own_time / total):.0f}% of the candidate's device time",
+                           Severity.NOTE, own_share=own_time / total)
+        if any(len(k.get("streams", [])) > 0 for k in self.kernels):
+            streams = sorted({s for k in self.kernels for s in k.get("streams", [])})
+            if len(streams) > 1:
+                self.judge.add("multiple-streams", f"kernels ran on {len(streams)} streams {streams}",
+                               Severity.NOTE, streams=streams)
+
+    def _notes(self, run: ChildRun) -> None:
+        for note in run.events("note"):
+            self.judge.add(note["code"], note["message"], Severity.NOTE)
+        build = run.last("cuda_build")
+        if build:
+            result = build.get("result") or {}
+            state = {True: "compiled", False: "failed to compile", None: "was not compiled"}[result.get("ok")]
+            self.judge.add("cuda-build", f"CUDA extension {build['name']!r} {state} for {build['arch']}",
+                           Severity.NOTE if result.get("ok") else Severity.WARNING, **result)
+
+    def _integrity_failed(self) -> bool:
+        return any(f.code in INTEGRITY_CODES and f.severity is Severity.ERROR for f in self.judge.findings)
+
+    # -- instruction evidence -----------------------------------------------------------------------------------
+    def _instructions(self, run: ChildRun) -> list[dict[str, Any]]:
+        cubins = run.events("cubin")
+        if not cubins:
+            return []
+        try:
+            from kernelwright.inspect import analyze_cubin
+            from kernelwright.inspect.expectations import evaluate
+        except ImportError as exc:
+            self.judge.add("inspection-unavailable", f"instruction analysis unavailable: {exc}", Severity.NOTE)
+            return []
+        summaries_by_arch: dict[str, list[Any]] = {}
+        out: list[dict[str, Any]] = []
+        for message in cubins:
+            arch = message["arch"]
+            if arch == "native":
+                cc = str(self.device_facts.get("compute_capability", "")).replace(".", "")
+                arch = f"sm_{cc}a" if cc in ("90", "100") else f"sm_{cc}" if cc else None
+            try:
+                found = analyze_cubin(Path(message["path"]), arch=arch, name=message["name"],
+                                      ptxas_log=message.get("ptxas_log", "") or "")
+            except Exception as exc:
+                self.judge.add("inspection-failed", f"disassembling {message['name']} failed: {exc}", Severity.NOTE)
+                continue
+            for summary in found:
+                summaries_by_arch.setdefault(arch or "unknown", []).append(summary)
+                data = summary.to_json()
+                data.setdefault("launched_as", message["name"])
+                out.append(data)
+        if self.traits is not None:
+            for arch, summaries in summaries_by_arch.items():
+                try:
+                    for f in evaluate(summaries, self.traits, arch):
+                        self.judge.add(f.code, f.message, f.severity, **dict(f.details))
+                except Exception as exc:
+                    self.judge.add("inspection-failed", f"expectations for {arch} failed: {exc}", Severity.NOTE)
+        return out
+
+    # -- baselines and roofline ---------------------------------------------------------------------------------
+    def _baselines(self, ref_trials: dict[int, dict[str, Any]]) -> dict[str, Any]:
+        n_sets = min(int(config.input_sets), sum(1 for t in self.plan if t.kind == trials.RANDOM))
+        variants = ["compile", "compile_max_autotune"] if self.opts.compile_baseline else []
+        spec = {
+            "problem": str(self.problem.path),
+            "device": self.device,
+            "init_seed": self.seed,
+            "shared_dir": str(self.shared),
+            "input_sets": list(range(n_sets)),
+            "allow_tf32": self.opts.allow_tf32,
+            "variants": variants,
+            "timing": {
+                "min_reps": config.timing_min_reps,
+                "max_reps": config.timing_max_reps,
+                "target_ms": config.timing_target_ms,
+                "warmup_ms": config.timing_warmup_ms,
+            },
+        }
+        run = self._run("baseline", spec, timeout=max(self.timeout, 1800.0))
+        found: dict[str, Any] = {}
+        for message in run.events("baseline"):
+            found[message["name"]] = message.get("measurement")
+            if message.get("error"):
+                self.judge.add("baseline-failed", f"{message['name']} baseline failed: {message['error']}",
+                               Severity.NOTE)
+        ceilings = run.last("ceilings")
+        if ceilings:
+            self.ceilings = ceilings["ceilings"]
+        if not run.finished:
+            self.judge.add("baseline-failed", f"the baseline process {run.describe_exit()}", Severity.NOTE)
+        return found
+
+    def _roofline(self, timing: dict[str, Any]) -> tuple[dict[str, Any] | None, float | None]:
+        if self.work is None:
+            return None, None
+        from kernelwright.verify.roofline import floors
+
+        peak_bw = peak = None
+        name = self.device_facts.get("name")
+        if self.device == "cuda" and name:
+            try:
+                from kernelwright.hardware import lookup
+
+                spec = lookup(str(name))
+                peak_bw, peak = spec.memory_bandwidth_gbs, dict(spec.peak_tflops)
+            except Exception as exc:
+                self.judge.add("unknown-device", f"no datasheet peaks for {name}: {exc}", Severity.NOTE)
+        ceilings = getattr(self, "ceilings", None) or {}
+        roof = floors(self.work, peak_bandwidth_gbs=peak_bw, peak_tflops=peak, copy_gbs=ceilings.get("copy_gbs"),
+                      measured_tflops=ceilings.get("matmul_tflops"), allow_tf32=self.opts.allow_tf32)
+        cand = timing.get("candidate")
+        percent = roof.percent_of_floor(cand["median_ms"]) if cand else None
+        if cand and roof.physical_floor_ms and cand["median_ms"] < 0.9 * roof.physical_floor_ms:
+            self.judge.add("beyond-roofline",
+                           f"measured {cand['median_ms']:.4f} ms is faster than the hardware allows: the physical "
+                           f"floor is {roof.physical_floor_ms:.4f} ms ({roof.bytes / 1e6:.1f} MB, "
+                           f"{roof.matmul_flops / 1e9:.1f} GFLOP matmul at datasheet peaks)",
+                           physical_floor_ms=roof.physical_floor_ms, median_ms=cand["median_ms"])
+        eager, compiled = timing.get("eager"), timing.get("compile_max_autotune") or timing.get("compile")
+        if eager and compiled and compiled["median_ms"] > 0 and eager["median_ms"] / compiled["median_ms"] >= 2.0:
+            self.judge.add("redundant-reference",
+                           f"torch.compile runs the reference {eager['median_ms'] / compiled['median_ms']:.1f}x "
+                           "faster than eager: the speedup over eager overstates the kernel; compare with "
+                           "torch.compile", Severity.NOTE)
+        return roof.to_json(), percent
+
+    # -- degenerate problems ------------------------------------------------------------------------------------
+    def _degenerate_check(self, refs: dict[int, dict[str, Any]], ref_trials: dict[int, dict[str, Any]]) -> None:
+        from kernelwright.verify.decoys import degenerate_decoys
+
+        found = degenerate_decoys(self.problem.sha256, refs, self.shared, mode=self.opts.tolerance,
+                                  factor=self.factor, seed=self.seed)
+        if found:
+            self.judge.add("degenerate-problem",
+                           f"a decoy ({', '.join(found)}) passes this problem's check: the problem cannot tell a "
+                           "real kernel from a trivial one, so no pass on it is clean", Severity.WARNING,
+                           decoys=found)
+
+    # -- verdict ------------------------------------------------------------------------------------------------
+    def _verdict(self, failure: tuple[Status, str] | None, run: ChildRun, timing: dict[str, Any],
+                 roofline: dict[str, Any] | None, percent: float | None,
+                 instructions: list[dict[str, Any]]) -> Verdict:
+        findings = self.judge.findings
+        errors = [f for f in findings if f.severity is Severity.ERROR]
+        integrity = [f for f in errors if f.code in INTEGRITY_CODES]
+        if failure is not None:
+            status, message = failure
+        elif integrity:
+            status, message = Status.REJECTED, f"{integrity[0].code}: {integrity[0].message}"
+        elif errors:
+            status, message = Status.INCORRECT, f"{errors[0].code}: {errors[0].message}"
+        else:
+            status, message = Status.PASSED, "correct on every trial"
+        speedups: dict[str, float] = {}
+        cand = timing.get("candidate")
+        if cand:
+            for name in ("eager", "compile", "compile_max_autotune"):
+                other = timing.get(name)
+                if other and cand["median_ms"] > 0:
+                    speedups[f"vs_{name}"] = other["median_ms"] / cand["median_ms"]
+        if status is Status.PASSED and cand:
+            message = f"correct on every trial; {cand['median_ms']:.4f} ms"
+            if "vs_eager" in speedups:
+                message += f", {speedups['vs_eager']:.2f}x eager"
+            best = speedups.get("vs_compile_max_autotune") or speedups.get("vs_compile")
+            if best:
+                message += f", {best:.2f}x torch.compile"
+        elif status is Status.PASSED and self.device == "cpu":
+            message = "correct on every trial (Triton interpreter on the CPU; timing not measured)"
+        clean = status is Status.PASSED and not any(f.severity is Severity.WARNING for f in findings)
+        # Trials that never ran (the job ended first) are recorded as such.
+        outcomes = dict(self.judge.outcomes)
+        for t in self.plan:
+            outcomes.setdefault(t.index, TrialOutcome(index=t.index, kind=t.kind, seed=t.seed, status="not-run"))
+        base = dict(self.base)
+        base["device"] = self.device_facts
+        return Verdict(
+            status=status,
+            message=message,
+            clean=clean,
+            trials=tuple(outcomes[i] for i in sorted(outcomes)),
+            findings=tuple(sorted(findings, key=lambda f: ("error", "warning", "note").index(str(f.severity)))),
+            timing=timing,
+            speedups=speedups,
+            roofline=roofline,
+            percent_of_floor=percent,
+            traits=self.traits,
+            kernels=tuple(self.kernels),
+            instructions=tuple(instructions),
+            stderr_tail=run.stderr_tail if status is not Status.PASSED else "",
+            **base,
+        )
+
+
+def _bytes_of(desc: Mapping[str, Any]) -> int:
+    import math as _math
+
+    from kernelwright.verify.tensors import dtype_from_name
+
+    try:
+        itemsize = dtype_from_name(desc["dtype"]).itemsize
+    except (KeyError, ValueError):
+        itemsize = 4
+    return int(_math.prod(desc.get("shape", [])) * itemsize)
+
+
+def _finite_json(value: Any) -> Any:
+    """JSON has no NaN or infinity: such floats become null."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, Mapping):
+        return {str(k): _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
+
+
+def verdict_json(verdict: Verdict) -> str:
+    return json.dumps(_finite_json(verdict.to_json()), indent=2, default=str, allow_nan=False)
