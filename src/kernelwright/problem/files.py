@@ -19,7 +19,8 @@ from types import ModuleType
 
 from kernelwright.errors import InputError
 
-_GLOBAL_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>,\s\*]*?\b(\w+)\s*\(")
+_GLOBAL_KERNEL = re.compile(r"__global__\s+[^;{(]*?\b(\w+)\s*\(")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 _TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
 
 
@@ -172,7 +173,8 @@ def read_candidate(path: str | Path) -> CandidateFile:
                 triton_kernels.append(node.name)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 strings.append(node.value)
-    cuda_kernels = sorted({m.group(1) for text in strings for m in _GLOBAL_KERNEL.finditer(text)})
+    cuda_kernels = sorted({m.group(1) for text in strings
+                           for m in _GLOBAL_KERNEL.finditer(_LAUNCH_BOUNDS.sub(" ", text))})
     return CandidateFile(
         path=path.resolve(),
         source=source,

@@ -147,7 +147,10 @@ def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None,
         worst = int(torch.argmax(normalised))
     else:
         worst = None
-    rel = torch.where(both & (r.abs() > 0), diff / r.abs().clamp_min(1e-300), torch.zeros_like(diff))
+    # Relative error among elements that are not tiny next to the tensor's scale (1% of its RMS or more).
+    rms = float(torch.sqrt(torch.mean(r[both] ** 2))) if bool(both.any()) else 0.0
+    significant = both & (r.abs() > 0.01 * rms)
+    rel = torch.where(significant, diff / r.abs().clamp_min(1e-300), torch.zeros_like(diff))
     comparison = Comparison(
         ok=wrong_count == 0,
         reason="",

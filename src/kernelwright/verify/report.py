@@ -81,7 +81,7 @@ def render(verdict: Verdict) -> str:
     rows.append(("trials", _trials_line(verdict)))
     error = _error_line(verdict)
     if error:
-        rows.append(("error", error))
+        rows.append(("accuracy", error))
     lines = [f"{k:<12} {v}" for k, v in rows]
 
     if verdict.timing:

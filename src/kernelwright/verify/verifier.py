@@ -80,7 +80,20 @@ class _Judge:
         self.outcomes: dict[int, TrialOutcome] = {}
 
     def add(self, code: str, message: str, severity: Severity = Severity.ERROR, **details: Any) -> None:
-        if any(f.code == code and f.message == message for f in self.findings):
+        """Record a finding; a second finding with the same code is folded into the first (its count and
+        messages kept in ``details``), so a verdict says each thing once."""
+        for i, f in enumerate(self.findings):
+            if f.code != code:
+                continue
+            if f.message == message:
+                return
+            others = list(f.details.get("more", []))
+            if len(others) < 20:
+                others.append(message)
+            count = int(f.details.get("count", 1)) + 1
+            first = f.message.split(" [+", 1)[0]
+            self.findings[i] = Finding(code=code, message=f"{first} [+{count - 1} more]", severity=f.severity,
+                                       details={**f.details, "count": count, "more": others})
             return
         self.findings.append(Finding(code=code, message=message, severity=severity, details=details))
 

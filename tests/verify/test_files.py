@@ -1,0 +1,73 @@
+"""Problem and candidate files are read and checked without running them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelwright.errors import InputError
+from kernelwright.problem.files import read_candidate, read_problem
+
+HERE = Path(__file__).parent
+
+
+def test_reads_a_problem_and_its_size_globals() -> None:
+    problem = read_problem(HERE / "problems" / "softmax.py")
+    assert problem.size_globals == {"batch_size": 16, "dim": 300}
+    assert problem.has_init_inputs
+    assert len(problem.sha256) == 64
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("def get_inputs(): return []\n", "does not define Model"),
+        ("class Model: pass\n", "does not define get_inputs"),
+        ("Model = 3\ndef get_inputs(): return []\n", "Model must be a class"),
+        ("class Model(:\n", "syntax error"),
+    ],
+)
+def test_unusable_problems_are_one_line_input_errors(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "p.py"
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_problem(path)
+    message = str(info.value)
+    assert expected in message and "\n" not in message and "p.py" in message
+
+
+def test_missing_and_binary_files_are_input_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        read_problem(tmp_path / "nope.py")
+    (tmp_path / "bin.py").write_bytes(b"\x00\x01")
+    with pytest.raises(InputError, match="binary"):
+        read_candidate(tmp_path / "bin.py")
+    with pytest.raises(InputError, match="directory"):
+        read_candidate(tmp_path)
+
+
+def test_candidate_facts_are_found_statically() -> None:
+    c = read_candidate(HERE / "candidates" / "softmax_ok.py")
+    assert c.has_model_new and c.syntax_error is None
+    assert c.triton_kernels == ("softmax_kernel",)
+    assert c.problem_with_structure is None
+
+
+def test_candidate_cuda_kernel_names_come_from_its_strings(tmp_path: Path) -> None:
+    path = tmp_path / "c.py"
+    path.write_text(
+        'src = """\n__global__ void __launch_bounds__(256) add_kernel(const float* a, float* b) {}\n'
+        'extern "C" __global__ void scale(float* x) {}\n"""\n'
+        "from torch.utils.cpp_extension import load_inline\nclass ModelNew: pass\n"
+    )
+    c = read_candidate(path)
+    assert c.cuda_kernels == ("add_kernel", "scale")
+    assert c.uses_load_inline
+
+
+def test_broken_candidates_are_data_not_errors() -> None:
+    syntax = read_candidate(HERE / "candidates" / "softmax_syntax.py")
+    assert syntax.syntax_error and "softmax_syntax.py:" in syntax.syntax_error
+    missing = read_candidate(HERE / "candidates" / "softmax_no_modelnew.py")
+    assert "no class ModelNew" in (missing.problem_with_structure or "")
