@@ -34,7 +34,9 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
         return "compile_error", "syntax-error"
     if "CompilationError" in name or "Error building extension" in text or "ninja" in text.lower() and "error" in text:
         return "compile_error", "build-failed"
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text.lower():
+    lowered = text.lower()
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(
+            s in lowered for s in ("out of memory", "can't allocate memory", "cannot allocate memory")):
         return "runtime_error", "out-of-memory"
     if "CUDA error" in text or "illegal memory access" in text or name in ("AcceleratorError", "CudaError"):
         return "runtime_error", "cuda-error"

@@ -1,0 +1,122 @@
+"""End to end on the CPU: real Triton kernels under the interpreter, each candidate in an isolated child."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelwright.config import config
+from kernelwright.records import Status
+from kernelwright.verify.records import VerifyOptions
+from kernelwright.verify.verifier import verdict_json, verify
+
+HERE = Path(__file__).parent
+SOFTMAX = HERE / "problems" / "softmax.py"
+
+
+def run(candidate: str, problem: Path = SOFTMAX, **options):
+    return verify(problem, HERE / "candidates" / candidate, VerifyOptions(device="cpu", seed=7, **options))
+
+
+def codes(verdict) -> set[str]:
+    return {f.code for f in verdict.findings}
+
+
+def test_honest_triton_softmax_passes_every_trial() -> None:
+    verdict = run("softmax_ok.py")
+    assert verdict.status is Status.PASSED, verdict.message
+    assert verdict.clean
+    kinds = [t.kind for t in verdict.trials]
+    assert kinds.count("random") >= 5 and "rewrite" in kinds and "repoison" in kinds
+    assert {"scaled", "heavy_tailed", "shape"} <= set(kinds)
+    assert all(t.status == "ok" for t in verdict.trials), [(t.kind, t.status, t.note) for t in verdict.trials]
+    assert [k["name"] for k in verdict.kernels if k["origin"] == "own"] == ["softmax_kernel"]
+    assert verdict.timing == {}  # nothing is invented on the CPU
+    assert "timing not measured" in verdict.message
+    data = json.loads(verdict_json(verdict))
+    assert data["status"] == "passed" and data["seed"] == 7
+
+
+def test_the_seed_is_recorded_and_replays_the_same_trials() -> None:
+    first = run("softmax_wrong.py")
+    second = run("softmax_wrong.py")
+    assert first.seed == second.seed == 7
+    assert [t.seed for t in first.trials] == [t.seed for t in second.trials]
+    assert first.trials[0].comparisons == second.trials[0].comparisons
+
+
+def test_weights_reach_the_candidate_and_a_fused_linear_passes() -> None:
+    verdict = run("scaled_linear_ok.py", problem=HERE / "problems" / "scaled_linear.py")
+    assert verdict.status is Status.PASSED, verdict.message
+    shape_trial = next(t for t in verdict.trials if t.kind == "shape")
+    assert shape_trial.status == "ok" and "batch 24->" in shape_trial.note
+
+
+def test_wrong_answer_is_incorrect_with_where_and_how_much() -> None:
+    verdict = run("softmax_wrong.py")
+    assert verdict.status is Status.INCORRECT
+    mismatch = next(f for f in verdict.findings if f.code == "mismatch")
+    assert "max abs error" in mismatch.message and "worst at [" in mismatch.message
+    assert "of elements wrong" in mismatch.message and "seed 7" in mismatch.message
+    first = verdict.trials[0].comparisons[0]
+    assert first["wrong_fraction"] > 0.9 and first["worst_index"] is not None
+
+
+def test_fp16_math_in_an_fp32_problem_is_incorrect() -> None:
+    verdict = run("softmax_fp16_shortcut.py")
+    assert verdict.status is Status.INCORRECT
+    # KernelBench's tolerance (1e-4) on KernelBench's inputs alone lets the same kernel through.
+    loose = run("softmax_fp16_shortcut.py", tolerance="kernelbench", distribution_trials=False)
+    assert loose.status is Status.PASSED, loose.message
+
+
+@pytest.mark.parametrize(
+    ("candidate", "status", "code", "text"),
+    [
+        ("softmax_segfault.py", Status.CRASHED, None, "segmentation fault"),
+        ("softmax_os_exit.py", Status.CRASHED, None, "before finishing"),
+        ("softmax_sys_exit.py", Status.RUNTIME_ERROR, "exit-called", "sys.exit(3)"),
+        ("softmax_raises.py", Status.RUNTIME_ERROR, "exception", "kernel not ready for this shape"),
+        ("softmax_ctor_raises.py", Status.RUNTIME_ERROR, "exception", "ModelNew(*get_init_inputs())"),
+        ("softmax_import_raises.py", Status.RUNTIME_ERROR, "exception", "importing the candidate"),
+        ("softmax_in_place.py", Status.REJECTED, "input-mutation", "in place"),
+        ("softmax_partial.py", Status.REJECTED, "stale-memory", "NaN poison"),
+        ("softmax_two_outputs.py", Status.INCORRECT, "output-structure", "2 output(s)"),
+        ("softmax_no_modelnew.py", Status.COMPILE_ERROR, "missing-modelnew", "class ModelNew"),
+        ("softmax_syntax.py", Status.COMPILE_ERROR, "syntax-error", "syntax error"),
+    ],
+)
+def test_failing_candidates_get_the_right_verdict(candidate: str, status: Status, code: str | None,
+                                                  text: str) -> None:
+    verdict = run(candidate)
+    assert verdict.status is status, verdict.message
+    if code:
+        assert code in codes(verdict)
+    assert text in verdict.message
+    assert "\n" not in verdict.message
+
+
+def test_a_hang_is_a_timeout_and_the_parent_carries_on() -> None:
+    verdict = run("softmax_hang.py", timeout_s=25)
+    assert verdict.status is Status.TIMEOUT
+    assert "trial 0" in verdict.message
+    # The same process verifies the next candidate normally.
+    assert run("softmax_ok.py").status is Status.PASSED
+
+
+def test_exhausting_memory_is_a_runtime_error() -> None:
+    with config.scope(child_memory_gb=6):
+        verdict = run("softmax_oom.py")
+    assert verdict.status is Status.RUNTIME_ERROR, verdict.message
+    assert "out-of-memory" in codes(verdict)
+
+
+def test_credentials_never_reach_the_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test-not-real")
+    monkeypatch.setenv("HF_TOKEN", "hf-test-not-real")
+    monkeypatch.setenv("MY_SECRET_THING", "x")
+    verdict = run("softmax_reads_secrets.py")
+    assert verdict.status is Status.PASSED, verdict.message
