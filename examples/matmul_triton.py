@@ -8,19 +8,14 @@ input dtype.
 Tile choices are leads until timed on the H200: nothing here has been measured yet. The configs are ones
 known to suit Hopper-class parts (128x256x64 with 3 stages uses 144 KiB of shared memory, inside the 227 KiB
 limit); on the H200 a Triton fp16 tl.dot GEMM compiles to HGMMA fed by cp.async (LDGSTS), per GPU_FACTS.md.
-Under the Triton interpreter (TRITON_INTERPRET=1) autotuning would time configs on a CPU, so one small config
-is launched directly instead; bf16 operands are upcast to fp32 before tl.dot there, because the interpreter's
-bf16 x bf16 dot returns garbage (the GPU path keeps bf16 tensor-core dots).
+The kernel does not look at how it is run: under the Triton interpreter, kernelwright's verifier runs one
+autotune config per trial (the interpreter cannot benchmark) and works around the interpreter's bf16 tl.dot bug.
 """
-
-import os
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 _CONFIGS = [
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
@@ -30,7 +25,6 @@ _CONFIGS = [
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=5, num_warps=4),
 ]
-_INTERPRETER_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4}
 
 
 @triton.jit
@@ -51,7 +45,6 @@ def _matmul_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
-    UPCAST: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -75,9 +68,6 @@ def _matmul_kernel(
         k_left = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=mask_m & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n, other=0.0)
-        if UPCAST:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
@@ -102,16 +92,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if M == 0 or N == 0:
         return c
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    if _INTERPRET:
-        cfg = _INTERPRETER_CONFIG
-        grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
-        _matmul_kernel[grid](*args, **cfg, UPCAST=a.dtype == torch.bfloat16)
-    else:
 
-        def grid(meta):
-            return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
-        _matmul_autotuned[grid](*args, UPCAST=False)
+    _matmul_autotuned[grid](*args)
     return c
 
 

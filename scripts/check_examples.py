@@ -35,6 +35,14 @@ from types import ModuleType  # noqa: E402
 
 import torch  # noqa: E402
 
+from kernelwright.verify import launches  # noqa: E402
+
+# The same interpreter accommodations the verifier's child makes: autotuned kernels run one config per case
+# (the interpreter cannot benchmark), and bf16 tl.dot operands are widened (the interpreter's bf16 dot is wrong).
+_RECORDER = launches.LaunchRecorder()
+launches.install_interpreter_autotune(_RECORDER)
+launches.install_interpreter_bf16_dot_fix()
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PROBLEMS = ROOT / "problems"
@@ -179,6 +187,7 @@ CANDIDATES: dict[str, Callable[[], list[Case]]] = {
 
 def run_case(candidate: ModuleType, case: Case) -> str | None:
     """None when the candidate matches the reference, else the mismatch message."""
+    _RECORDER.trial_index += 1  # rotate autotune configs across cases
     problem = load(case.problem)
     torch.manual_seed(SEED)
     model = problem.Model(*case.init_inputs)

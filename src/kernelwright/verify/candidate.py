@@ -111,6 +111,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     recorder.install()
     if runtime.interpreter_active():
         launches.install_interpreter_bf16_dot_fix()
+        launches.install_interpreter_autotune(recorder)
     if device.type != "cuda":
         _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"))
     init_inputs = tensors.load(shared / "init.pt")
@@ -180,6 +181,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
         before = [tensors.digest(v) for v in dev_tensors]
         poison.poison(device, trial.poison, min_free_bytes=2 * expected_bytes + (64 << 20))
         recorder.reset_counts()
+        recorder.trial_index = trial.index
         aten = launches.AtenRecorder(recorder) if device.type == "cpu" and trial.index == profile_index else None
         started = time.perf_counter()
         try:
@@ -239,6 +241,11 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
             triton_launches=dict(recorder.counts),
             wall_s=wall_s,
         )
+
+    if recorder.autotune_configs:
+        channel.send("note", code="autotune-interpreted",
+                     message="autotuned kernels ran one config per trial under the interpreter: " + "; ".join(
+                         f"{name} configs {sorted(idx)}" for name, idx in recorder.autotune_configs.items()))
 
     # -- timing (GPU) -------------------------------------------------------------------------------------------
     timing = spec.get("timing") or {}

@@ -75,6 +75,8 @@ class LaunchRecorder:
         self.first: dict[str, tuple[Any, tuple[Any, ...], dict[str, Any]]] = {}
         self.compiled: dict[str, Any] = {}  # name -> CompiledKernel (GPU), for its cubin
         self.depth = 0
+        self.trial_index = 0  # set by the candidate job: picks the autotune config under the interpreter
+        self.autotune_configs: defaultdict[str, set[int]] = defaultdict(set)  # kernel -> config indices run
 
     def install(self) -> None:
         from triton.runtime import jit
@@ -116,6 +118,35 @@ class LaunchRecorder:
     def reset_counts(self) -> None:
         self.counts.clear()
         self.host_s.clear()
+
+
+def install_interpreter_autotune(recorder: LaunchRecorder) -> bool:
+    """``triton.autotune`` with several configs needs a GPU driver to benchmark them, so under the interpreter it
+    fails outright. Instead, run one config per trial, rotating through the list: every config an autotuned
+    kernel could pick on a GPU gets checked for correctness on some trial."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return False
+    original = Autotuner.run
+    if getattr(original, "_kernelwright_wrapped", False):
+        return True
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        configs = self.configs
+        if len(configs) <= 1:
+            return original(self, *args, **kwargs)
+        index = recorder.trial_index % len(configs)
+        recorder.autotune_configs[_jit_name(self.fn)].add(index)
+        self.configs = [configs[index]]
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.configs = configs
+
+    run._kernelwright_wrapped = True  # type: ignore[attr-defined]
+    Autotuner.run = run
+    return True
 
 
 def install_interpreter_bf16_dot_fix() -> bool:
