@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from kernelwright.errors import InputError
-from kernelwright.hardware import PEAK_KEYS, all_gpus, arch_spec, canonical_arch, compute_capability_of, lookup
+from kernelwright.hardware import (
+    PEAK_KEYS,
+    all_gpus,
+    arch_spec,
+    canonical_arch,
+    compute_capability_of,
+    lookup,
+)
 
 REQUIRED = ["V100", "T4", "A100 40GB", "A100 80GB SXM", "A10", "L4", "L40S", "RTX 4090", "H100 SXM", "H100 PCIe",
             "H200", "B200", "MI250X", "MI300X"]
