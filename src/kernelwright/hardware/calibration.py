@@ -208,7 +208,7 @@ def _measure(torch: Any, device_index: int, name: str) -> Ceilings:
         nbytes = min(COPY_BYTES, max(free // 8, 1 << 24)) // 16 * 16
         src = torch.empty(nbytes, dtype=torch.uint8, device=device).random_(0, 255)
         dst = torch.empty_like(src)
-        copy_ms = _time_ms(torch, lambda: dst.copy_(src))
+        copy_ms = _time_ms(torch, lambda src=src, dst=dst: dst.copy_(src))
         copy_gbs = 2 * nbytes / (statistics.median(copy_ms) * 1e-3) / 1e9
         details["copy"] = {"bytes": nbytes, "ms": copy_ms}
         del src, dst

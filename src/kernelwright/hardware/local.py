@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from kernelwright.errors import InputError
-from kernelwright.hardware.spec import GpuSpec, all_gpus, arch_spec, normalize_name
+from kernelwright.hardware.spec import GpuSpec, all_archs, all_gpus, arch_spec, normalize_name
 
 log = logging.getLogger(__name__)
 
@@ -16,13 +16,8 @@ def arch_for_capability(major: int, minor: int) -> str:
     """The arch kernelwright targets on a device of this compute capability: the arch-specific variant where the
     hardware has one (``sm_90a`` on Hopper, ``sm_100a`` on Blackwell), since the device runs those features."""
     name = f"sm_{major}{minor}"
-    for candidate in (name + "a", name):
-        try:
-            if arch_spec(candidate).name == candidate:
-                return candidate
-        except InputError:
-            continue
-    return name
+    known = {arch.name for arch in all_archs()}
+    return next((candidate for candidate in (name + "a", name) if candidate in known), name)
 
 
 def match_device(name: str, compute_capability: tuple[int, int] | None, sm_count: int | None) -> GpuSpec | None:

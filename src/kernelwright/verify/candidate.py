@@ -114,6 +114,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
         launches.install_interpreter_autotune(recorder)
     if device.type != "cuda":
         _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"))
+    l2_limit_before = _persisting_l2_limit() if device.type == "cuda" else None
     init_inputs = tensors.load(shared / "init.pt")
     state = torch.load(shared / "state.pt", map_location="cpu", weights_only=True)
     channel.send("device", facts=runtime.device_facts(device))
@@ -156,7 +157,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
     expected_bytes = int(spec.get("expected_output_bytes", 0))
     buffers: dict[int, list[Any]] = {}
-    keep = set(range(int(spec.get("timing", {}).get("n_sets", 4)))) | {t.source for t in plan if t.source is not None}
+    keep = {t.source for t in plan if t.source is not None}
     profile_index = spec.get("profile_trial")
     kernels_seen: list[launches.KernelRecord] = []
 
@@ -250,13 +251,16 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     # -- timing (GPU) -------------------------------------------------------------------------------------------
     timing = spec.get("timing") or {}
     if device.type == "cuda" and timing.get("enabled") and clock is not None:
-        sets = [buffers[i] for i in sorted(buffers) if i < int(timing.get("n_sets", 4))]
-        _reset_persisting_l2(channel)
+        # Fresh device copies of the first random trials' inputs (trial 0's own buffers were rewritten in place).
+        timed_trials = [t.index for t in plan if t.kind == trials.RANDOM][: int(timing.get("n_sets", 4))]
+        sets = [tensors.to_device(tensors.load(shared / f"inputs-{i}.pt"), device) for i in timed_trials]
+        _check_access_policy(channel)
         monitor.active = False
         try:
             m, last = measure(lambda i: call(sets[i]), len(sets), clock, device=device,
                               min_reps=int(timing["min_reps"]), max_reps=int(timing["max_reps"]),
-                              target_ms=float(timing["target_ms"]), warmup_ms=float(timing["warmup_ms"]))
+                              target_ms=float(timing["target_ms"]), warmup_ms=float(timing["warmup_ms"]),
+                              before_each=persisting_l2_reset())
         except BaseException as exc:
             if isinstance(exc, SystemExit):
                 raise
@@ -267,10 +271,11 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
         monitor.check_background("after timing")
         for set_index, value in last.items():
             outs = [o for o in tensors.flatten_outputs(value) if isinstance(o, torch.Tensor)]
-            tensors.save(outs, out_dir / f"timed-{set_index}.pt")
+            tensors.save(outs, out_dir / f"timed-{timed_trials[set_index]}.pt")
         channel.send("timing", measurement=m.to_json(), side_stream=side_stream_suspected(m),
-                     timed_sets=sorted(last))
-        _check_persisting_l2(channel)
+                     timed_trials=[timed_trials[i] for i in sorted(last)])
+        _check_persisting_l2(channel, l2_limit_before)
+        _check_access_policy(channel)
 
     # -- instruction evidence -----------------------------------------------------------------------------------
     _emit_cubins(channel, recorder, out_dir, device, spec.get("inspect_archs") or [])
@@ -287,32 +292,71 @@ def _cudart() -> Any:
     return None
 
 
-def _reset_persisting_l2(channel: Channel) -> None:
+def persisting_l2_reset() -> Any:
+    """A function that returns persisting L2 lines to normal (run before every timed call), or None."""
     try:
         lib = _cudart()
-        if lib is not None:
-            lib.cudaCtxResetPersistingL2Cache()
-    except Exception as exc:
-        channel.send("note", code="l2-reset-unavailable", message=f"could not reset persisting L2: {exc}")
+    except OSError:
+        return None
+    if lib is None:
+        return None
+    return lib.cudaCtxResetPersistingL2Cache
 
 
-def _check_persisting_l2(channel: Channel) -> None:
-    """A persisting-L2 carve-out (cudaLimitPersistingL2CacheSize > 0) keeps data warm across timed calls."""
+def _check_access_policy(channel: Channel) -> None:
+    """An access-policy window on the current stream marks data persisting in L2 (KNOWN_HACKS #14)."""
     import ctypes
+
+    import torch
 
     try:
         lib = _cudart()
         if lib is None:
             return
+        value = (ctypes.c_ubyte * 64)()
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        cuda_stream_attribute_access_policy_window = 1
+        if lib.cudaStreamGetAttribute(stream, cuda_stream_attribute_access_policy_window, ctypes.byref(value)):
+            return
+        num_bytes = int.from_bytes(bytes(value[8:16]), "little")
+        if num_bytes:
+            channel.send("finding", code="persisting-l2",
+                         message=f"the candidate set an L2 access-policy window of {num_bytes >> 20} MiB on the "
+                                 "timed stream: data kept persisting in L2 across timed calls",
+                         details={"window_bytes": num_bytes})
+    except Exception as exc:
+        channel.send("note", code="l2-check-unavailable", message=f"could not read the stream's L2 policy: {exc}")
+
+
+def _persisting_l2_limit() -> int | None:
+    """cudaLimitPersistingL2CacheSize, or None where it cannot be read."""
+    import ctypes
+
+    try:
+        lib = _cudart()
+        if lib is None:
+            return None
         value = ctypes.c_size_t(0)
         cuda_limit_persisting_l2_cache_size = 0x06
-        if lib.cudaDeviceGetLimit(ctypes.byref(value), cuda_limit_persisting_l2_cache_size) == 0 and value.value:
-            channel.send("finding", code="persisting-l2",
-                         message=f"the candidate reserved {value.value >> 20} MiB of L2 as persisting; data kept "
-                         "warm across timed calls makes timing meaningless",
-                         details={"persisting_l2_bytes": value.value})
-    except Exception as exc:
-        channel.send("note", code="l2-check-unavailable", message=f"could not read the persisting-L2 limit: {exc}")
+        if lib.cudaDeviceGetLimit(ctypes.byref(value), cuda_limit_persisting_l2_cache_size) != 0:
+            return None
+        return int(value.value)
+    except Exception:
+        return None
+
+
+def _check_persisting_l2(channel: Channel, before: int | None) -> None:
+    """A persisting-L2 carve-out raised by the candidate keeps data warm across timed calls (KNOWN_HACKS #14).
+    Compared with the value read before the candidate was imported: drivers report a non-zero default."""
+    after = _persisting_l2_limit()
+    if after is None or before is None:
+        channel.send("note", code="l2-check-unavailable", message="could not read the persisting-L2 limit")
+        return
+    if after > before:
+        channel.send("finding", code="persisting-l2",
+                     message=f"the candidate raised the persisting-L2 carve-out from {before >> 20} to "
+                             f"{after >> 20} MiB; data kept warm across timed calls makes timing meaningless",
+                     details={"before_bytes": before, "after_bytes": after})
 
 
 def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, archs: list[str]) -> None:

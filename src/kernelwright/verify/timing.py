@@ -104,8 +104,12 @@ def measure(
     target_ms: float,
     warmup_ms: float,
     flush: torch.Tensor | None = None,
+    before_each: Callable[[], Any] | None = None,
 ) -> tuple[Measurement, dict[int, Any]]:
-    """Time ``call(set_index)``; return the measurement and the last output of each input set."""
+    """Time ``call(set_index)``; return the measurement and the last output of each input set.
+
+    ``before_each`` runs on the host before every timed call, outside the timed interval (the verifier uses it to
+    return persisting L2 lines to normal)."""
     if flush is None:
         flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
 
@@ -135,6 +139,8 @@ def measure(
     clock.device_synchronize()
     wall0 = clock.perf_counter()
     for i in range(reps):
+        if before_each is not None:
+            before_each()
         flush.zero_()
         clock.record(starts[i])
         last[i % n_sets] = call(i % n_sets)

@@ -387,7 +387,7 @@ class _Verification:
                              semantics: dict[str, Any]) -> None:
         from kernelwright.verify import tensors
 
-        for set_index in measurement.get("timed_sets", []):
+        for set_index in measurement.get("timed_trials", []):
             ref = refs.get(set_index)
             path = self.out / f"timed-{set_index}.pt"
             if ref is None or not path.exists():

@@ -1,0 +1,269 @@
+"""``kernelwright inspect``: which instructions a candidate's kernels run, and what that says.
+
+    kernelwright inspect my_matmul.py --problem problems/matmul.py --arch sm_90a [--json]
+    kernelwright inspect kernel.cu --arch sm_80,sm_90a,sm_100a --dominant matmul --dtype float16
+    kernelwright inspect build/my_ext.so          # a CUDA extension, a .cubin, a .fatbin, a .o or a .ptx file
+    kernelwright inspect my_matmul.py --problem problems/matmul.py --executed      # GPU + Nsight Compute
+
+Exit status: 0 when the inspection ran (whatever it found), 1 when the input did not compile, 2 for bad input or a
+missing tool (one line naming the fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from kernelwright.errors import InputError, ToolchainError
+
+HELP = "show the instructions a candidate's kernels run (SASS classes, resources, occupancy) and findings"
+
+BINARY_SUFFIXES = (".cubin", ".fatbin", ".o", ".so", ".bin")
+CUDA_SUFFIXES = (".cu", ".cuh")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", type=Path, help="candidate .py, CUDA .cu, .ptx, .cubin, .fatbin, .o or .so")
+    parser.add_argument("--problem", type=Path, help="the KernelBench problem (needed for a .py candidate)")
+    parser.add_argument("--arch", help="target arch(s), comma separated: sm_80,sm_90a,sm_100a (default: the local "
+                        "GPU's, else $KERNELWRIGHT_ARCH; binaries: every arch they hold)")
+    parser.add_argument("--kernel", help="only the kernel with this (mangled) name")
+    parser.add_argument("--dominant", choices=("matmul", "conv", "attention", "memory"),
+                        help="what bounds the problem, for findings on a binary or CUDA source")
+    parser.add_argument("--dtype", help="the problem's compute dtype (float32, bfloat16, ...), for findings")
+    parser.add_argument("--allow-tf32", action="store_true", help="TF32 MMAs are acceptable in an fp32 problem")
+    parser.add_argument("--allow-reduced-precision", action="store_true",
+                        help="fp16/bf16/fp8 MMAs are acceptable below the problem's precision")
+    parser.add_argument("--threads", type=int, help="threads per block of the launch (for occupancy)")
+    parser.add_argument("--torch-headers", action=argparse.BooleanOptionalAction, default=None,
+                        help="compile a .cu with torch's headers (default: when it includes torch/)")
+    parser.add_argument("--executed", action="store_true",
+                        help="also run the candidate under Nsight Compute (GPU) and report executed counts")
+    parser.add_argument("--opcodes", type=int, default=8, help="top opcodes to list per kernel (text output)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+
+def run(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    if not path.exists():
+        raise InputError(f"{path} does not exist")
+    suffix = path.suffix.lower()
+    if args.executed and suffix != ".py":
+        raise InputError("--executed needs a .py candidate (with --problem) that kernelwright can run under ncu")
+    report: dict[str, Any] = {"input": str(path), "kernels": [], "findings": [], "compile": []}
+    if suffix == ".py":
+        report |= _inspect_python_candidate(args)
+    elif suffix in CUDA_SUFFIXES or suffix == ".ptx":
+        _inspect_source(args, report)
+    elif suffix in BINARY_SUFFIXES or ".so." in path.name:
+        _inspect_binary(args, report)
+    else:
+        raise InputError(f"cannot inspect {path.name}: expected a .py candidate, .cu, .ptx, .cubin, .fatbin, .o or .so")
+
+    failed = any(not c.get("ok", True) for c in report["compile"])
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(render(report, top_opcodes=args.opcodes))
+    return 1 if failed else 0
+
+
+def _archs(args: argparse.Namespace, *, default_from_gpu: bool = True) -> list[str]:
+    from kernelwright.hardware.spec import canonical_arch
+
+    if args.arch:
+        return [canonical_arch(a) for a in args.arch.split(",") if a.strip()]
+    if default_from_gpu:
+        from kernelwright.hardware.local import local_gpu
+
+        gpu = local_gpu()
+        if gpu is not None:
+            return [gpu.arch]
+    from kernelwright.config import config
+
+    return [canonical_arch(config.arch)]
+
+
+def _traits(args: argparse.Namespace) -> Any:
+    from kernelwright.records import ProblemTraits
+
+    return ProblemTraits(
+        dominant=args.dominant or "unknown",
+        compute_dtype=args.dtype,
+        allow_tf32=args.allow_tf32,
+        allow_reduced_precision=args.allow_reduced_precision,
+    )
+
+
+def _evaluate(summaries: list[Any], args: argparse.Namespace, arch: str) -> list[dict[str, Any]]:
+    from kernelwright.inspect.expectations import evaluate
+
+    return [f.to_json() for f in evaluate(summaries, _traits(args), arch)]
+
+
+def _inspect_binary(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    from kernelwright.inspect.analysis import analyze_binary
+
+    archs = _archs(args, default_from_gpu=False) if args.arch else [None]
+    for arch in archs:
+        summaries = analyze_binary(args.path, arch=arch, name=args.kernel)
+        if args.threads:
+            summaries = [_with_threads(s, args.threads) for s in summaries]
+        report["kernels"] += [s.to_json() for s in summaries]
+        for kernel_arch in sorted({s.arch for s in summaries}):
+            report["findings"] += _evaluate([s for s in summaries if s.arch == kernel_arch], args, kernel_arch)
+    if not report["kernels"]:
+        raise InputError(f"{args.path.name} holds no SASS kernels{' for ' + args.arch if args.arch else ''} "
+                         "(only PTX, or no device code); inspect it with --arch after compiling")
+
+
+def _with_threads(summary: Any, threads: int) -> Any:
+    from dataclasses import replace
+
+    from kernelwright.inspect.analysis import occupancy_at
+
+    occupancy = occupancy_at(summary.arch, threads, summary.registers, summary.shared_bytes)
+    return replace(summary, threads_per_block=threads, threads_source="launch", occupancy=occupancy)
+
+
+def _inspect_source(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    from kernelwright.inspect.analysis import analyze_cubin
+    from kernelwright.inspect.cuda_compile import compile_cuda, compile_ptx
+
+    text = args.path.read_text()
+    is_ptx = args.path.suffix.lower() == ".ptx"
+    if is_ptx and not args.arch:
+        target = re.search(r"^\s*\.target\s+(sm_\w+)", text, re.M)
+        archs = [target.group(1)] if target else _archs(args)
+    else:
+        archs = _archs(args)
+    torch_headers = args.torch_headers if args.torch_headers is not None else bool(re.search(r"#\s*include\s*[<\"]"
+                                                                                           r"(torch|ATen|c10)/", text))
+    for arch in archs:
+        if is_ptx:
+            result = compile_ptx(text, arch)
+        else:
+            result = compile_cuda(text, arch=arch, torch_headers=torch_headers)
+        report["compile"].append(result.to_json())
+        if not result.ok:
+            continue
+        summaries = analyze_cubin(result.cubin, arch=arch, name=args.kernel, ptxas_log=result.full_log,
+                                  ptx=result.ptx, threads_per_block=args.threads,
+                                  origin="ptx" if is_ptx else "cuda")
+        report["kernels"] += [s.to_json() for s in summaries]
+        report["findings"] += _evaluate(summaries, args, arch)
+
+
+def _inspect_python_candidate(args: argparse.Namespace) -> dict[str, Any]:
+    """Kernels of a .py candidate: the verifier runs it (isolated) and returns the instruction summaries of the
+    kernels it launched, compiled for each requested arch; ``--executed`` adds Nsight Compute counts on a GPU."""
+    if args.problem is None:
+        raise InputError("a .py candidate needs --problem PROBLEM.py: its kernels are found by running it")
+    try:
+        from kernelwright.verify.verifier import VerifyOptions, verify
+    except ImportError as exc:
+        raise ToolchainError(f"inspecting a .py candidate runs it through the verifier, not available here yet "
+                             f"({exc}); inspect a .cu, .ptx, .cubin or .so instead") from None
+    from kernelwright.inspect.analysis import KernelSummary
+
+    report: dict[str, Any] = {"kernels": [], "findings": [], "verdicts": []}
+    summaries: list[KernelSummary] = []
+    for arch in _archs(args):
+        verdict = verify(args.problem, args.path, options=VerifyOptions(arch=arch))
+        kernels = [KernelSummary.from_json(k) for k in getattr(verdict, "instructions", None) or ()]
+        summaries += kernels
+        report["kernels"] += [k.to_json() for k in kernels]
+        report["findings"] += [f if isinstance(f, dict) else f.to_json() for f in verdict.findings]
+        report["verdicts"].append({"arch": arch, "status": str(getattr(verdict, "status", ""))})
+    if args.executed:
+        report["executed"] = _executed_evidence(args, summaries)
+    return report
+
+
+def _executed_evidence(args: argparse.Namespace, summaries: list[Any]) -> dict[str, Any]:
+    import sys
+
+    from kernelwright.inspect import ncu
+    from kernelwright.inspect.ncu_driver import scrubbed_environment
+
+    program = [sys.executable, "-m", "kernelwright.inspect.ncu_driver", str(args.path), "--problem", str(args.problem)]
+    launches = ncu.run_ncu(program, env=scrubbed_environment())
+    merged = ncu.merge_launches(launches)
+    findings = ncu.compare(summaries, merged, _traits(args) if args.dominant else None)
+    return {"kernels": [k.to_json() for k in merged], "findings": [f.to_json() for f in findings]}
+
+
+# ------------------------------------------------------------------------------------------------ text
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
+
+
+def render(report: dict[str, Any], *, top_opcodes: int = 8) -> str:
+    lines: list[str] = []
+    for result in report.get("compile", []):
+        status = "compiled" if result["ok"] else "FAILED to compile"
+        lines.append(f"{report['input']}: {status} for {result['arch']} in {result['seconds']:.1f} s"
+                     + (" (cached)" if result.get("cached") else ""))
+        if result.get("log"):
+            lines += ["  " + line for line in result["log"].splitlines()]
+    for k in report.get("kernels", []):
+        lines.append(f"{k['name']}  {k['arch']}  ({k['origin']}, {k['tool']})")
+        spills = (f"spills {k['spill_store_bytes']}/{k['spill_load_bytes']} B" if k["spill_store_bytes"] is not None
+                  else f"local {k['histogram_by_class'].get('local', 0)} instr")
+        lines.append(f"  resources   {k['registers']} registers, {_kib(k['shared_bytes'])} shared, "
+                     f"{k['stack_bytes']} B stack, {spills}")
+        occ = k.get("occupancy")
+        if occ:
+            source = {"launch": "", "launch_bounds": " (launch bounds)", "max_launchable": " (largest launchable)"}
+            lines.append(f"  occupancy   {k['threads_per_block']} threads{source.get(k['threads_source'], '')}: "
+                         + ("cannot launch: " + "; ".join(occ["problems"]) if occ["problems"] else
+                            f"{occ['blocks_per_sm']} blocks/SM, {occ['warps_per_sm']}/{occ['max_warps_per_sm']} "
+                            f"warps ({occ['occupancy']:.0%}), limited by {occ['limiting']}"))
+        mma = [f"{op} x{n}" for op, n in k["histogram_by_opcode"].items()
+               if op.split(".")[0] in ("HMMA", "IMMA", "DMMA", "QMMA", "HGMMA", "QGMMA", "IGMMA", "BGMMA")
+               or (op.startswith("UTC") and op.split(".")[0].endswith("MMA"))]
+        types = ", ".join(f"{t} {n}" for t, n in k["mma_types"].items())
+        ptx_types = ", ".join(f"{t} {n}" for t, n in k["ptx_mma_types"].items())
+        lines.append("  tensor core " + (f"{', '.join(mma[:4])}  [operands: {types}"
+                                          + (f"; PTX: {ptx_types}" if ptx_types else "") + "]" if mma else "none"))
+        loads = ", ".join(f"{b}-bit x{n}" for b, n in k["global_load_bits"].items()) or "none"
+        stores = ", ".join(f"{b}-bit x{n}" for b, n in k["global_store_bits"].items()) or "none"
+        lines.append(f"  global      loads {loads}; stores {stores}")
+        if k["distinctive"]:
+            marks = ", ".join(f"{c} {'yes' if used else 'no'}" for c, used in k["distinctive"].items())
+            lines.append(f"  {k['arch']} features used {k['utilisation']}: {marks}")
+        classes = ", ".join(f"{c} {n}" for c, n in k["histogram_by_class"].items())
+        lines.append(f"  classes     {classes}  ({k['instruction_count']} instructions)")
+        top = ", ".join(f"{op} {n}" for op, n in list(k["histogram_by_opcode"].items())[:top_opcodes])
+        lines.append(f"  opcodes     {top}")
+        for warning in k.get("ptxas_warnings", []):
+            lines.append(f"  ptxas       {warning['message']}")
+    executed = report.get("executed")
+    if executed:
+        lines.append("executed (Nsight Compute):")
+        for k in executed["kernels"]:
+            def fmt(value: Any, spec: str = ".0f") -> str:
+                return "-" if value is None else format(value, spec)
+            lines.append(f"  {k['name']}: {k['launches']} launch(es), tensor instr {fmt(k['tensor_instructions'])}, "
+                         f"tensor pipe {fmt(k['tensor_pipe_pct'], '.1f')}%, DRAM {fmt(k['dram_bytes'])} B, "
+                         f"L1 hit {fmt(k['l1_hit_pct'], '.0f')}%, L2 hit {fmt(k['l2_hit_pct'], '.0f')}%, "
+                         f"occupancy {fmt(k['achieved_occupancy_pct'], '.0f')}%, spills {fmt(k['spill_instructions'])}")
+            hot = ", ".join(f"{op} {n:.0f}" for op, n in k["hottest_opcodes"][:5])
+            if hot:
+                lines.append(f"    hottest: {hot}")
+        report = {**report, "findings": [*report.get("findings", []), *executed["findings"]]}
+    findings = report.get("findings", [])
+    if findings:
+        lines.append("findings:")
+        lines += [f"  {f['severity']:<7} {f['code']}: {f['message']}" for f in findings]
+    elif report.get("kernels"):
+        lines.append("findings: none")
+    return "\n".join(lines)

@@ -1,0 +1,68 @@
+"""The program ``kernelwright inspect --executed`` runs under Nsight Compute (on a GPU machine only):
+
+    python -m kernelwright.inspect.ncu_driver CANDIDATE.py [--problem PROBLEM.py] [--iters 2]
+
+With a problem (KernelBench form: ``Model``, ``get_inputs``, ``get_init_inputs``) it builds ``ModelNew`` from the
+candidate with the problem's init inputs, moves it and fresh inputs to the GPU and calls it ``--iters`` times; without
+one it runs the candidate as a script. It runs as its own process with credentials removed from the environment (the
+candidate is untrusted code), and prints nothing of its own so that ncu's CSV stays parseable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import runpy
+import sys
+from pathlib import Path
+from types import ModuleType
+
+SECRET_ENV_RE = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)")
+
+
+def scrubbed_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of the environment without variables that look like credentials."""
+    source = dict(os.environ if env is None else env)
+    return {k: v for k, v in source.items() if not SECRET_ENV_RE.search(k)}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelwright.inspect.ncu_driver")
+    parser.add_argument("candidate", type=Path)
+    parser.add_argument("--problem", type=Path)
+    parser.add_argument("--iters", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.problem is None:
+        sys.argv = [str(args.candidate)]
+        runpy.run_path(str(args.candidate), run_name="__main__")
+        return 0
+
+    import torch
+
+    torch.manual_seed(0)
+    problem = _load(args.problem, "kernelwright_problem")
+    candidate = _load(args.candidate, "kernelwright_candidate")
+    init_inputs = problem.get_init_inputs() if hasattr(problem, "get_init_inputs") else []
+    model = candidate.ModelNew(*init_inputs).cuda()
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+    with torch.no_grad():
+        for _ in range(max(1, args.iters)):
+            model(*inputs)
+    torch.cuda.synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
