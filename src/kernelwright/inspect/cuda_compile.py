@@ -18,6 +18,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import sysconfig
 import tempfile
@@ -192,6 +193,8 @@ def compile_ptx(ptx_text: str, arch: str, *, extra_flags: Sequence[str] = (), ti
     arch = canonical_arch(arch)
     ptxas = tools.tools_for("ptxas", arch)[0]
     flags = ["-v", "-lineinfo", f"--gpu-name={arch}", *extra_flags]
+    if re.search(r"^\s*\.extern\s+\.func", ptx_text, re.M) and not {"-c", "--compile-only"} & set(flags):
+        flags.append("-c")  # calls into functions defined elsewhere: assemble relocatable code
     directory = _cache_dir("ptxas", _key(ptx_text, arch, flags, str(ptxas.path), ptxas.version))
     cached = _load_cached(directory)
     if cached is not None:

@@ -342,14 +342,19 @@ def compile_for_arch(jit_fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
                                                            options)
     source = triton.compiler.ASTSource(jit, signature, constexprs, attrs)
     started = time.perf_counter()
-    captured = io.StringIO()
-    with pristine_language(), _ptxas_log_dumped(), contextlib.redirect_stdout(captured):
-        compiled = triton.compile(source, target=target, options=options.__dict__)
-    elapsed = time.perf_counter() - started
+    compiled, printed = _compile(triton, source, target, options, fresh=False)
     cubin: bytes = compiled.asm["cubin"]
+    ptxas_log = _cached_log(cubin) if "ptxas" not in printed else None
+    if "ptxas" not in printed and ptxas_log is None:
+        # Triton's cache served the cubin, so no ptxas ran: compile once more, bypassing that cache, for the log of
+        # exactly this cubin (re-running ptxas with guessed flags can disagree, e.g. on spills)
+        compiled, printed = _compile(triton, source, target, options, fresh=True)
+        cubin = compiled.asm["cubin"]
+    elapsed = time.perf_counter() - started
     ptx: str = compiled.asm["ptx"]
     ptx_arch = _ptx_target(ptx) or name
-    ptxas_log = _ptxas_log(captured.getvalue(), cubin, ptx, ptx_arch, options)
+    if ptxas_log is None:
+        ptxas_log = _ptxas_log(printed, cubin, ptx, ptx_arch, options)
     from kernelwright.inspect.ptxas import parse_ptxas_log
 
     kernel_name = compiled.metadata.name
@@ -387,20 +392,31 @@ def _ptx_target(ptx: str) -> str | None:
     return match.group(1) if match else None
 
 
+def _compile(triton: Any, source: Any, target: Any, options: Any, *, fresh: bool) -> tuple[Any, str]:
+    """``triton.compile`` with ptxas's log printed (and captured) if ptxas runs; ``fresh`` bypasses Triton's cache."""
+    captured = io.StringIO()
+    with pristine_language(), _triton_knobs(fresh=fresh), contextlib.redirect_stdout(captured):
+        compiled = triton.compile(source, target=target, options=options.__dict__)
+    return compiled, captured.getvalue()
+
+
 @contextlib.contextmanager
-def _ptxas_log_dumped() -> Iterator[None]:
-    """Have Triton print ptxas's ``-v`` log (captured by the caller) on a fresh compile."""
+def _triton_knobs(*, fresh: bool) -> Iterator[None]:
+    """Have Triton print ptxas's ``-v`` log on a compile; with ``fresh``, compile even if its cache has the kernel."""
     try:
         from triton import knobs
-    except ImportError:  # pragma: no cover
+    except ImportError:  # pragma: no cover - very old triton
         yield
         return
     nvidia = getattr(knobs, "nvidia", None)
-    if nvidia is None or not hasattr(nvidia, "dump_ptxas_log"):
-        yield
-        return
-    with nvidia.scope():
-        nvidia.dump_ptxas_log = True
+    compilation = getattr(knobs, "compilation", None)
+    with contextlib.ExitStack() as stack:
+        if nvidia is not None and hasattr(nvidia, "dump_ptxas_log"):
+            stack.enter_context(nvidia.scope())
+            nvidia.dump_ptxas_log = True
+        if fresh and compilation is not None and hasattr(compilation, "always_compile"):
+            stack.enter_context(compilation.scope())
+            compilation.always_compile = True
         yield
 
 
@@ -408,20 +424,21 @@ def _log_cache_path(cubin: bytes) -> Path:
     return Path(config.cache_dir) / "ptxas-logs" / f"{hashlib.sha256(cubin).hexdigest()}-v{LOG_CACHE_VERSION}.json"
 
 
+def _cached_log(cubin: bytes) -> str | None:
+    try:
+        return str(json.loads(_log_cache_path(cubin).read_text())["log"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _ptxas_log(printed: str, cubin: bytes, ptx: str, arch: str, options: Any) -> str:
-    """ptxas's log for this cubin: as printed by a fresh compile, else cached, else from re-running ptxas on the
-    PTX (the same ptxas Triton uses) -- a Triton cache hit runs no ptxas."""
-    path = _log_cache_path(cubin)
+    """ptxas's log for this cubin: as Triton printed it, else (a Triton too old to print it) from re-running the
+    same ptxas on the PTX with Triton's main flags. Cached by the cubin's hash."""
     if "ptxas" in printed:
         text = "\n".join(line for line in printed.splitlines() if line.strip())
-        _store_log(path, text)
-        return text
-    try:
-        return str(json.loads(path.read_text())["log"])
-    except (OSError, ValueError, KeyError):
-        pass
-    text = _rerun_ptxas(ptx, arch, options)
-    _store_log(path, text)
+    else:
+        text = _rerun_ptxas(ptx, arch, options)
+    _store_log(_log_cache_path(cubin), text)
     return text
 
 

@@ -72,7 +72,7 @@ def render(verdict: Verdict) -> str:
     rows: list[tuple[str, str]] = []
     status = str(verdict.status)
     if verdict.passed and not verdict.clean:
-        status += " (not clean: see warnings)"
+        status += " (not clean: see the warnings below)"
     rows.append(("verdict", f"{status} — {verdict.message}"))
     rows.append(("problem", verdict.problem))
     rows.append(("candidate", verdict.candidate))
@@ -152,6 +152,6 @@ def _instruction_line(summary: dict[str, Any]) -> str:
         parts.append(", ".join(f"{k} {v}" for k, v in top))
     distinctive = summary.get("distinctive") or {}
     if distinctive:
-        parts.append("uses " + (", ".join(k for k, v in distinctive.items() if v) or "none of")
-                     + f" of {len(distinctive)} {arch} features")
+        used = [k for k, v in distinctive.items() if v]
+        parts.append(f"uses {', '.join(used) if used else 'none'} of {len(distinctive)} distinctive {arch} classes")
     return "; ".join(parts)

@@ -40,6 +40,9 @@ INTEGRITY_CODES = frozenset({
     "protocol-violation",
 })  # fmt: skip
 
+# Warnings that undermine a pass (a performance warning does not).
+UNCLEAN_CODES = frozenset({"degenerate-problem"})
+
 # What a failure on a special trial means, when the ordinary random trials pass.
 _SPECIAL_TRIAL_CODES = {
     trials.REWRITE: ("output-caching", "wrong after new values were written into trial {source}'s input buffers "
@@ -589,7 +592,7 @@ class _Verification:
                 message += f", {best:.2f}x torch.compile"
         elif status is Status.PASSED and self.device == "cpu":
             message = "correct on every trial (Triton interpreter on the CPU; timing not measured)"
-        clean = status is Status.PASSED and not any(f.severity is Severity.WARNING for f in findings)
+        clean = status is Status.PASSED and not any(f.code in UNCLEAN_CODES for f in findings)
         # Trials that never ran (the job ended first) are recorded as such.
         outcomes = dict(self.judge.outcomes)
         for t in self.plan:
