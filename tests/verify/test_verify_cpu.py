@@ -64,9 +64,10 @@ def test_wrong_answer_is_incorrect_with_where_and_how_much() -> None:
     assert first["wrong_fraction"] > 0.9 and first["worst_index"] is not None
 
 
-def test_fp16_math_in_an_fp32_problem_is_incorrect() -> None:
+def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut() -> None:
     verdict = run("softmax_fp16_shortcut.py")
-    assert verdict.status is Status.INCORRECT
+    assert verdict.status is Status.REJECTED
+    assert verdict.message.startswith("precision:") and "TF32 or fp16" in verdict.message
     # KernelBench's tolerance (1e-4) on KernelBench's inputs alone lets the same kernel through.
     loose = run("softmax_fp16_shortcut.py", tolerance="kernelbench", distribution_trials=False)
     assert loose.status is Status.PASSED, loose.message

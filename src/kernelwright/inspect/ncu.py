@@ -171,6 +171,9 @@ def run_ncu(program: Sequence[str], *, timeout: float = 600.0, env: Mapping[str,
         except subprocess.TimeoutExpired:
             raise ToolchainError(f"ncu ran longer than {timeout:.0f} s; profile fewer launches") from None
         output = done.stdout + "\n" + done.stderr
+        if "ERR_NVGPUCTRPERM" in output:
+            raise ToolchainError("ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM): run it "
+                                 "as root or load the driver with NVreg_RestrictProfilingToAdminUsers=0")
         missing = _missing_metrics(output, wanted)
         if missing and len(missing) < len(wanted):
             log.info("ncu lacks metrics %s; retrying without them", ", ".join(missing))

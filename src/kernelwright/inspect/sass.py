@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kernelwright.errors import InputError, ToolchainError
 from kernelwright.inspect import tools
@@ -242,11 +243,18 @@ def parse_sass_listing(text: str) -> dict[tuple[str, str], list[Instruction]]:
     """``cuobjdump -sass`` text -> {(arch, function): instructions}, in listing order."""
     result: dict[tuple[str, str], list[Instruction]] = {}
     arch = "unknown"
+    header_arch = ""  # a fatbin's "arch = sm_90a" line: CUDA 12 tools print "code for sm_90" for sm_90a code
     current: list[Instruction] | None = None
     for line in text.splitlines():
+        match = _ARCH_LINE_RE.match(line.strip())
+        if match:
+            header_arch = match.group(1)
+            continue
         match = _CODE_FOR_RE.match(line)
         if match:
             arch, current = match.group(1), None
+            if header_arch and _same_arch(header_arch, arch):
+                arch = header_arch
             continue
         match = _FUNCTION_RE.match(line)
         if match:
@@ -400,17 +408,18 @@ def disassemble(path: Path, *, arch: str | None = None) -> Disassembly:
             continue
         usage = tools.run_tool(tool, ["-res-usage", str(path)])
         resources = parse_res_usage(usage.stdout)
+        named = [(_arch_label(fn_arch, arch, elf.archs), name, fn_arch, instrs)
+                 for (fn_arch, name), instrs in functions.items() if arch is None or _same_arch(arch, fn_arch)]
         result = Disassembly(
             functions=tuple(
                 SassFunction(
                     name=name,
-                    arch=fn_arch,
+                    arch=label,
                     instructions=tuple(instrs),
-                    resources=resources.get((fn_arch, name)) or resources.get(("unknown", name)) or Resources(),
-                    max_threads=elf.max_threads.get((fn_arch, name)),
+                    resources=_lookup_same_arch(resources, label, name) or Resources(),
+                    max_threads=_lookup_same_arch(elf.max_threads, label, name),
                 )
-                for (fn_arch, name), instrs in functions.items()
-                if arch is None or _same_arch(arch, fn_arch)
+                for label, name, _listed, instrs in named
             ),
             tool=f"cuobjdump {tool.version_text}",
             archs=seen_archs,
@@ -425,6 +434,21 @@ def disassemble(path: Path, *, arch: str | None = None) -> Disassembly:
         f"cannot disassemble {path.name} ({arch_text}): {'; '.join(failures)}; "
         f"{arch_text} needs {tools.needed_versions(arch_text)}"
     )
+
+
+def _arch_label(listed: str, requested: str | None, elf_archs: tuple[str, ...]) -> str:
+    """The most specific name for a listing's arch: the requested one, else the ELF header's (``sm_90a``; CUDA 12
+    tools print ``sm_90`` for arch-specific code), else the listing's."""
+    if requested and _same_arch(requested, listed):
+        return requested
+    return next((a for a in elf_archs if _same_arch(a, listed) and len(a) > len(listed)), listed)
+
+
+def _lookup_same_arch(table: Mapping[tuple[str, str], Any], arch: str, name: str) -> Any:
+    for key in ((arch, name), ("unknown", name)):
+        if key in table:
+            return table[key]
+    return next((v for (a, n), v in table.items() if n == name and _same_arch(a, arch)), None)
 
 
 def _same_arch(a: str, b: str) -> bool:

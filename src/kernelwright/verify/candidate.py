@@ -157,7 +157,6 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
     expected_bytes = int(spec.get("expected_output_bytes", 0))
     buffers: dict[int, list[Any]] = {}
-    keep = {t.source for t in plan if t.source is not None}
     profile_index = spec.get("profile_trial")
     kernels_seen: list[launches.KernelRecord] = []
 
@@ -173,11 +172,13 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
             dev = buffers[trial.source]
             for buf, value in zip(dev, cpu_inputs):
                 if isinstance(buf, torch.Tensor):
-                    buf.copy_(value)
+                    # Through .data: the storage changes but the tensor's version counter does not, so a cache
+                    # keyed by (data_ptr, _version) is caught too.
+                    buf.data.copy_(value)
         else:
             dev = tensors.to_device(cpu_inputs, device)
-        if trial.index in keep:
-            buffers[trial.index] = dev
+        # Every trial's buffers stay alive until the trials end: each trial's inputs are at new addresses.
+        buffers[trial.index] = dev
         dev_tensors = [v for v in dev if isinstance(v, torch.Tensor)]
         before = [tensors.digest(v) for v in dev_tensors]
         poison.poison(device, trial.poison, min_free_bytes=2 * expected_bytes + (64 << 20))

@@ -74,6 +74,7 @@ def main(argv: list[str]) -> int:
     channel = Channel(fd)
     with open(spec_path) as fh:
         spec = json.load(fh)
+    os.unlink(spec_path)  # the candidate must not read where the problem and the reference live
     try:
         _resolve(JOBS[job])(spec, channel)
     except JobFailure as failure:

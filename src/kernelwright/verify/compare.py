@@ -52,6 +52,8 @@ class Comparison:
     worst_index: tuple[int, ...] | None
     worst_got: float | None
     worst_expected: float | None
+    rel_error_rms: float = 0.0  # RMS of the signed relative error over significant elements
+    rel_error_mean: float = 0.0  # its mean: near 0 for rounding noise, near the RMS for a systematic error
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -151,6 +153,8 @@ def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None,
     rms = float(torch.sqrt(torch.mean(r[both] ** 2))) if bool(both.any()) else 0.0
     significant = both & (r.abs() > 0.01 * rms)
     rel = torch.where(significant, diff / r.abs().clamp_min(1e-300), torch.zeros_like(diff))
+    signed = ((c - r) / r.abs().clamp_min(1e-300))[significant]
+    signed = signed[torch.isfinite(signed)]
     comparison = Comparison(
         ok=wrong_count == 0,
         reason="",
@@ -168,10 +172,29 @@ def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None,
         worst_index=_index(worst, shape) if worst is not None else None,
         worst_got=float(c[worst]) if worst is not None else None,
         worst_expected=float(r[worst]) if worst is not None else None,
+        rel_error_rms=float(torch.sqrt(torch.mean(signed * signed))) if signed.numel() else 0.0,
+        rel_error_mean=float(torch.mean(signed)) if signed.numel() else 0.0,
     )
     if comparison.ok:
         return comparison
     return _with_reason(comparison)
+
+
+# Unit roundoffs of the formats a shortcut computes in: TF32 and fp16 keep 10 mantissa bits, bf16 keeps 7.
+_REDUCED_FORMATS = (("TF32 or fp16", 2.0**-11), ("bf16", 2.0**-8))
+
+
+def precision_signature(c: Comparison, dtype: torch.dtype) -> str | None:
+    """If a failed comparison in an fp32 problem looks like rounding noise of a narrower format — unbiased (the
+    mean relative error well under its RMS) at about that format's unit roundoff — name the format."""
+    if dtype not in (torch.float32, torch.float64) or c.ok or c.nonfinite_mismatches or not c.rel_error_rms:
+        return None
+    if abs(c.rel_error_mean) > 0.3 * c.rel_error_rms:
+        return None  # a systematic error (a wrong constant, a missing term), not rounding
+    for name, u in _REDUCED_FORMATS:
+        if 0.05 * u <= c.rel_error_rms <= 6 * u:
+            return f"{name} (relative error RMS {c.rel_error_rms:.2g}, unbiased; that format rounds to {u:.2g})"
+    return None
 
 
 def _with_reason(c: Comparison) -> Comparison:

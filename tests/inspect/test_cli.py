@@ -1,0 +1,80 @@
+"""``kernelwright inspect`` on CUDA sources, PTX and binaries; bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelwright.cli import main
+from kernelwright.errors import ToolchainError
+from kernelwright.inspect import tools
+
+
+def _has_nvcc() -> bool:
+    try:
+        tools.find_tool("nvcc")
+    except ToolchainError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_nvcc(), reason="nvcc not installed")
+def test_cuda_source_for_several_archs_as_json(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["inspect", str(data_dir / "wmma.cu"), "--arch", "sm_80,sm_90a", "--dominant", "matmul",
+                 "--dtype", "float16", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [c["arch"] for c in report["compile"]] == ["sm_80", "sm_90a"] and all(c["ok"] for c in report["compile"])
+    kernels = {(k["arch"], k["name"]): k for k in report["kernels"]}
+    assert kernels[("sm_90a", "wmma_gemm")]["distinctive"]["wgmma"] is False
+    assert kernels[("sm_80", "wmma_gemm")]["distinctive"]["mma"] is True
+    assert [f["code"] for f in report["findings"]] == ["legacy-mma-on-hopper"]
+
+
+@pytest.mark.skipif(not _has_nvcc(), reason="nvcc not installed")
+def test_text_report(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(data_dir / "wmma.cu"), "--arch", "sm_90a", "--kernel", "scalar_copy",
+                 "--dominant", "memory", "--dtype", "float32", "--threads", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "scalar_copy  sm_90a" in out and "loads 32-bit x1" in out
+    assert "sm_90a features used 0/5" in out
+    assert "warning scalar-global-access" in out
+
+
+def test_ptx_with_its_own_target(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(data_dir / "wgmma_serialized.ptx"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kernels"][0]["arch"] == "sm_90a"
+    assert "wgmma-serialized" in {f["code"] for f in report["findings"]}
+
+
+@pytest.mark.skipif(not _has_nvcc(), reason="nvcc not installed")
+def test_compile_error_exits_1_with_the_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "broken.cu"
+    source.write_text("__global__ void k(float* x) { x[0] = nope; }\n")
+    assert main(["inspect", str(source), "--arch", "sm_80"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED to compile for sm_80" in out and "nope" in out
+
+
+def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(tmp_path / "missing.cubin")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    assert main(["inspect", str(text)]) == 2
+    assert "cannot inspect notes.txt" in capsys.readouterr().err
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text("class ModelNew: pass\n")
+    assert main(["inspect", str(candidate)]) == 2
+    assert "needs --problem" in capsys.readouterr().err
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k() {}\n")
+    assert main(["inspect", str(source), "--arch", "sm_9z"]) == 2
+    assert "'sm_9z' is not an arch name" in capsys.readouterr().err
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(".version 8.0\n.target sm_90a\n.address_size 64\n")
+    assert main(["inspect", str(ptx), "--executed"]) == 2
+    assert "--executed needs a .py candidate" in capsys.readouterr().err
