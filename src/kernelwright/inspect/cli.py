@@ -172,15 +172,15 @@ def _inspect_python_candidate(args: argparse.Namespace) -> dict[str, Any]:
                              f"({exc}); inspect a .cu, .ptx, .cubin or .so instead") from None
     from kernelwright.inspect.analysis import KernelSummary
 
-    report: dict[str, Any] = {"kernels": [], "findings": [], "verdicts": []}
-    summaries: list[KernelSummary] = []
-    for arch in _archs(args):
-        verdict = verify(args.problem, args.path, options=VerifyOptions(arch=arch))
-        kernels = [KernelSummary.from_json(k) for k in getattr(verdict, "instructions", None) or ()]
-        summaries += kernels
-        report["kernels"] += [k.to_json() for k in kernels]
-        report["findings"] += [f if isinstance(f, dict) else f.to_json() for f in verdict.findings]
-        report["verdicts"].append({"arch": arch, "status": str(getattr(verdict, "status", ""))})
+    archs = tuple(_archs(args))
+    verdict = verify(args.problem, args.path, options=VerifyOptions(inspect_archs=archs, timing=False,
+                                                                     compile_baseline=False))
+    summaries = [KernelSummary.from_json(k) for k in getattr(verdict, "instructions", None) or ()]
+    report: dict[str, Any] = {
+        "kernels": [k.to_json() for k in summaries],
+        "findings": [f if isinstance(f, dict) else f.to_json() for f in verdict.findings],
+        "verdict": {"status": str(getattr(verdict, "status", "")), "archs": list(archs)},
+    }
     if args.executed:
         report["executed"] = _executed_evidence(args, summaries)
     return report
@@ -236,7 +236,11 @@ def render(report: dict[str, Any], *, top_opcodes: int = 8) -> str:
                                           + (f"; PTX: {ptx_types}" if ptx_types else "") + "]" if mma else "none"))
         loads = ", ".join(f"{b}-bit x{n}" for b, n in k["global_load_bits"].items()) or "none"
         stores = ", ".join(f"{b}-bit x{n}" for b, n in k["global_store_bits"].items()) or "none"
-        lines.append(f"  global      loads {loads}; stores {stores}")
+        async_copies = {op: n for op, n in k["histogram_by_opcode"].items() if op.startswith("LDGSTS")}
+        tma = k["histogram_by_class"].get("tma", 0)
+        extra = "".join([f"; cp.async {', '.join(f'{op} x{n}' for op, n in async_copies.items())}"
+                         if async_copies else "", f"; TMA {tma}" if tma else ""])
+        lines.append(f"  global      loads {loads}; stores {stores}{extra}")
         if k["distinctive"]:
             marks = ", ".join(f"{c} {'yes' if used else 'no'}" for c, used in k["distinctive"].items())
             lines.append(f"  {k['arch']} features used {k['utilisation']}: {marks}")

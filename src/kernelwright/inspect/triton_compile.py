@@ -293,7 +293,7 @@ def _autotune_config(tuner: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any
 
 
 _BINDERS: dict[tuple[int, int], tuple[Any, Any, Any, Any]] = {}
-_ARTIFACTS: dict[tuple[Any, ...], CompiledArtifact] = {}
+_ARTIFACTS: dict[tuple[Any, ...], tuple[Any, CompiledArtifact]] = {}  # key -> (the JITFunction, artifact)
 _LAUNCH_ONLY_KWARGS = ("grid", "warmup", "stream")
 
 
@@ -336,8 +336,8 @@ def compile_for_arch(jit_fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
         tuple(sorted((k, repr(v)) for k, v in launch_kwargs.items() if k not in sig_names)),
     )
     cached = _ARTIFACTS.get(cache_key)
-    if cached is not None:
-        return cached
+    if cached is not None and cached[0] is jit:
+        return cached[1]
     options, signature, constexprs, attrs = jit._pack_args(backend, launch_kwargs, bound_args, specialization,
                                                            options)
     source = triton.compiler.ASTSource(jit, signature, constexprs, attrs)
@@ -364,7 +364,7 @@ def compile_for_arch(jit_fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
         arch=ptx_arch,
         cubin=cubin,
         ptx=ptx,
-        n_regs=_registers(cubin, ptx_arch, kernel_name) or (record.registers or 0 if record else 0),
+        n_regs=(record.registers if record and record.registers else _registers(cubin, ptx_arch, kernel_name)),
         n_spills=((record.spill_store_bytes or 0) // 4) if record else 0,
         shared_bytes=int(getattr(compiled.metadata, "shared", 0) or 0),
         num_warps=int(compiled.metadata.num_warps),
@@ -375,7 +375,7 @@ def compile_for_arch(jit_fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
         triton_version=triton.__version__,
         compile_seconds=elapsed,
     )
-    _ARTIFACTS[cache_key] = artifact
+    _ARTIFACTS[cache_key] = (jit, artifact)
     log.info("compiled %s for %s in %.2f s (%d registers, %d B shared)", kernel_name, ptx_arch, elapsed,
              artifact.n_regs, artifact.shared_bytes)
     return artifact

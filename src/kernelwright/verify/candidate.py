@@ -368,10 +368,12 @@ def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, ar
             cubin = kernel.asm["cubin"]
             path = out_dir / f"cubin-{name}-native.cubin"
             path.write_bytes(cubin)
+            ptx_path = out_dir / f"cubin-{name}-native.ptx"
+            ptx_path.write_text(kernel.asm.get("ptx", "") if hasattr(kernel.asm, "get") else "")
             meta = kernel.metadata
-            channel.send("cubin", name=name, arch="native", path=str(path), n_regs=getattr(kernel, "n_regs", None),
-                         n_spills=getattr(kernel, "n_spills", None), shared=getattr(meta, "shared", None),
-                         num_warps=getattr(meta, "num_warps", None))
+            channel.send("cubin", name=name, arch="native", path=str(path), ptx_path=str(ptx_path),
+                         n_regs=getattr(kernel, "n_regs", None), n_spills=getattr(kernel, "n_spills", None),
+                         shared=getattr(meta, "shared", None), num_warps=getattr(meta, "num_warps", None))
         except Exception as exc:
             channel.send("note", code="cubin-unavailable", message=f"no cubin for {name}: {exc}")
     if not archs or not recorder.first:
@@ -387,7 +389,9 @@ def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, ar
                 art = compile_for_arch(fn, args, kwargs, arch)
                 path = out_dir / f"cubin-{name}-{arch}.cubin"
                 path.write_bytes(art.cubin)
-                channel.send("cubin", name=name, arch=arch, path=str(path), n_regs=art.n_regs,
+                ptx_path = out_dir / f"cubin-{name}-{arch}.ptx"
+                ptx_path.write_text(art.ptx or "")
+                channel.send("cubin", name=name, arch=arch, path=str(path), ptx_path=str(ptx_path), n_regs=art.n_regs,
                              n_spills=art.n_spills, shared=art.shared_bytes, num_warps=art.num_warps,
                              ptxas_log=getattr(art, "ptxas_log", ""))
             except Exception as exc:

@@ -146,14 +146,20 @@ class IntegrityMonitor:
             known = self._files[filename] = os.path.realpath(filename) == self._candidate
         return known
 
-    def _from_candidate(self, depth: int = 4) -> bool:
-        frame = sys._getframe(2)  # noqa: SLF001 - skip this method and the hook itself
-        for _ in range(depth):
-            if frame is None:
-                return False
-            if self._is_candidate_file(frame.f_code.co_filename):
-                return True
-            frame = frame.f_back
+    def _from_candidate(self) -> bool:
+        """The audited call was made by candidate code itself — directly, or through ``inspect`` (whose
+        ``currentframe``/``stack`` wrap ``sys._getframe``). Library code called by the candidate that inspects
+        its caller (``namedtuple``, ``Enum``, ``typing``) does not count."""
+        frame = sys._getframe(2)  # noqa: SLF001 - skip this method and the hook: the audited call's caller
+        if frame is None:
+            return False
+        if self._is_candidate_file(frame.f_code.co_filename):
+            return True
+        if frame.f_code.co_filename.endswith(os.sep + "inspect.py") and frame.f_back is not None:
+            caller = frame.f_back
+            if caller.f_code.co_filename.endswith(os.sep + "inspect.py") and caller.f_back is not None:
+                caller = caller.f_back  # inspect.stack() -> inspect.currentframe()/getouterframes
+            return self._is_candidate_file(caller.f_code.co_filename)
         return False
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:

@@ -61,11 +61,42 @@ def poison(device: torch.device, pattern: str, *, min_free_bytes: int = 0) -> in
     return 0
 
 
+_EMPTY_OPS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
+
+
+def _fill_bytes(t: torch.Tensor, byte: int) -> None:
+    if t.numel() == 0:
+        return
+    if t.dtype == torch.bool:
+        t.fill_(True)
+        return
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device)
+    raw.set_(t.untyped_storage())
+    raw.fill_(byte)
+
+
+@contextlib.contextmanager
+def _fill_empty_with(byte: int) -> Iterator[None]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class FillEmpty(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ in _EMPTY_OPS and isinstance(out, torch.Tensor):
+                _fill_bytes(out, byte)
+            return out
+
+    with FillEmpty():
+        yield
+
+
 @contextlib.contextmanager
 def fill_uninitialized(pattern: str) -> Iterator[None]:
-    """While active, ``torch.empty*`` results are NaN-filled (pattern ``nan`` only)."""
+    """While active, every ``torch.empty*`` result holds the poison: NaN (pattern ``nan``, PyTorch's own
+    deterministic fill) or 0x41 bytes (pattern ``finite``, a dispatch mode) — on the CPU as well as the GPU."""
     if pattern != trials.POISON_NAN:
-        yield
+        with _fill_empty_with(_BYTE[pattern]):
+            yield
         return
     # The C switches directly: torch.use_deterministic_algorithms also imports torch._inductor (~2 s).
     c = torch._C

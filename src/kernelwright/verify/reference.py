@@ -289,6 +289,8 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
         except Exception as exc:  # the counter is best effort; the verdict says the roofline is unknown
             channel.send("note", code="work-count-failed",
                          message=f"counting FLOPs/bytes failed: {type(exc).__name__}: {exc}")
+    if first_inputs is not None:
+        _report_reference_kernels(model, first_inputs, device, channel)
     if spec.get("aliasing", True) and first_inputs is not None:
         dev_inputs = tensors.to_device(first_inputs, device)
         outs = _run(model, dev_inputs, device)
@@ -297,3 +299,28 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
         mutated = any(isinstance(v, torch.Tensor) and not torch.equal(v.cpu(), w)
                       for v, w in zip(dev_inputs, first_inputs) if isinstance(w, torch.Tensor))
         channel.send("semantics", outputs_alias_inputs=aliased, mutates_inputs=bool(mutated))
+
+
+def _report_reference_kernels(model: torch.nn.Module, inputs: list[Any], device: torch.device,
+                              channel: Channel) -> None:
+    """The kernels (GPU) or aten operators (CPU) one forward of the reference runs: a candidate whose library
+    calls already run all of them is the reference in disguise."""
+    from kernelwright.verify import launches
+
+    dev_inputs = tensors.to_device(inputs, device)
+    try:
+        if device.type == "cuda":
+            _run(model, dev_inputs, device)  # warm: no lazy initialisation kernels in the list
+            names = sorted({name for name, _, _ in launches.profile_cuda_kernels(lambda: _run(model, dev_inputs,
+                                                                                          device))})
+            method = "profiler"
+        else:
+            recorder = launches.AtenRecorder(launches.LaunchRecorder())
+            with recorder:
+                _run(model, dev_inputs, device)
+            names, method = sorted(recorder.ops), "aten-dispatch"
+    except Exception as exc:
+        channel.send("note", code="reference-kernels-unavailable",
+                     message=f"could not list the reference's kernels: {type(exc).__name__}: {exc}")
+        return
+    channel.send("reference_kernels", names=names, method=method)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import secrets
 import shutil
 import tempfile
@@ -39,6 +40,9 @@ INTEGRITY_CODES = frozenset({
     "persisting-l2", "reference-access", "timed-call-mismatch", "beyond-roofline", "output-aliases-input",
     "protocol-violation",
 })  # fmt: skip
+
+# Copies and fills: in nearly every program, so not evidence that a candidate re-runs the reference.
+_TRIVIAL_KERNEL = re.compile(r"memcpy|memset|fill|copy|zero|clone|contiguous", re.I)
 
 # Warnings that undermine a pass (a performance warning does not).
 UNCLEAN_CODES = frozenset({"degenerate-problem"})
@@ -158,6 +162,7 @@ class _Verification:
         self.device_facts: dict[str, Any] = {"type": device}
         self.traits: ProblemTraits | None = None
         self.work: Any = None
+        self.reference_kernels: list[str] = []
 
     # -- children -----------------------------------------------------------------------------------------------
     def _child_env(self) -> dict[str, str]:
@@ -246,6 +251,7 @@ class _Verification:
         for note in run.events("note"):
             self.judge.add(note["code"], note["message"], Severity.NOTE)
         semantics = run.last("semantics") or {"outputs_alias_inputs": [], "mutates_inputs": False}
+        self.reference_kernels = list((run.last("reference_kernels") or {}).get("names", []))
         return refs, ref_trials, semantics
 
     # -- candidate ----------------------------------------------------------------------------------------------
@@ -298,17 +304,34 @@ class _Verification:
         started = run.events("trial_start")
         during = f" during trial {started[-1]['index']} ({started[-1]['kind']})" if started else ""
         if run.timed_out:
-            return Status.TIMEOUT, f"the candidate {run.describe_exit()}{during}"
+            return self._special_trial_failure(run, started) or (
+                Status.TIMEOUT, f"the candidate {run.describe_exit()}{during}")
         if error:
             status = Status(error["status"]) if error["status"] in Status._value2member_map_ else Status.RUNTIME_ERROR
             self.judge.add(error["code"], error["message"], details=error.get("detail", ""))
-            if started and started[-1]["kind"] == trials.SHAPE and status is Status.RUNTIME_ERROR:
-                self.judge.add("shape-specialised", f"fails at a second shape: {error['message']}")
-                return Status.REJECTED, f"shape-specialised: fails at a second shape: {error['message']}"
-            return status, error["message"]
+            special = self._special_trial_failure(run, started) if status is Status.RUNTIME_ERROR else None
+            return special or (status, error["message"])
         if not run.finished:
-            return Status.CRASHED, f"the candidate's process {run.describe_exit()}{during}"
+            return self._special_trial_failure(run, started) or (
+                Status.CRASHED, f"the candidate's process {run.describe_exit()}{during}")
         return None
+
+    def _special_trial_failure(self, run: ChildRun, started: list[dict[str, Any]]) -> tuple[Status, str] | None:
+        """A candidate that ran every ordinary trial but died (raised, crashed, hung) on a special one — a second
+        shape, scaled inputs — fails that trial's test, not just "crashed"."""
+        if not started or started[-1]["kind"] not in _SPECIAL_TRIAL_CODES:
+            return None
+        finished = {m["index"] for m in run.events("trial")}
+        ordinary = [t.index for t in self.plan if t.kind == trials.RANDOM]
+        if not all(i in finished for i in ordinary):
+            return None
+        kind = started[-1]["kind"]
+        code, _ = _SPECIAL_TRIAL_CODES[kind]
+        error = run.last("error")
+        what = error["message"] if error else run.describe_exit()
+        message = f"passes the ordinary trials but fails on the {kind.replace('_', '-')} trial: {what}"
+        self.judge.add(code, message, trial=started[-1]["index"])
+        return Status.REJECTED, f"{code}: {message}"
 
     # -- judging outputs ----------------------------------------------------------------------------------------
     def _judge_trials(self, run: ChildRun, refs: dict[int, dict[str, Any]], ref_trials: dict[int, dict[str, Any]],
@@ -383,7 +406,7 @@ class _Verification:
                                            f"arithmetic in a {str(expected[j].dtype).removeprefix('torch.')} "
                                            "problem", trial=index)
                     self.judge.add("mismatch", f"trial {index} (seed {trial.seed}): {note}")
-        self._replayed_outputs(by_index)
+        self._replayed_outputs(by_index, refs)
         if random_ok:
             for index, outcome in sorted(self.judge.outcomes.items()):
                 trial = by_index[index]
@@ -394,10 +417,13 @@ class _Verification:
                                    + f" — {outcome.note}", trial=index)
         return random_ok and not self.judge.has("output-structure")
 
-    def _replayed_outputs(self, by_index: dict[int, trials.TrialSpec]) -> None:
-        """Different inputs give different outputs: a trial whose output is bit-identical to an earlier trial's
-        output (of other inputs) was replayed from a cache (KNOWN_HACKS #8)."""
+    def _replayed_outputs(self, by_index: dict[int, trials.TrialSpec], refs: dict[int, dict[str, Any]]) -> None:
+        """A trial whose output is bit-identical to an earlier trial's output, where the right answers differ, was
+        replayed from a cache (KNOWN_HACKS #8)."""
         from kernelwright.verify import tensors
+
+        def answer(index: int) -> str:
+            return "|".join(tensors.digest(o) for o in refs.get(index, {}).get("native", []))
 
         seen: dict[str, int] = {}
         for index in sorted(self.judge.outcomes):
@@ -405,6 +431,7 @@ class _Verification:
             path = self.out / f"out-{index}.pt"
             if trial.kind == trials.REPOISON or not path.exists():
                 continue
+            wrong = self.judge.outcomes[index].status == "wrong"
             try:
                 outputs = tensors.load(path)
             except Exception:
@@ -412,7 +439,7 @@ class _Verification:
             key = "|".join(tensors.digest(o) for o in outputs if o.numel() > 16)
             if not key:
                 continue
-            if key in seen:
+            if wrong and key in seen and answer(seen[key]) != answer(index):
                 self.judge.add("output-caching",
                                f"trial {index} returned exactly the output of trial {seen[key]}, whose inputs were "
                                "different: outputs are replayed from a cache", trial=index, replayed=seen[key])
@@ -447,6 +474,14 @@ class _Verification:
         if not self.kernels or run.last("error"):
             return
         own = [k for k in self.kernels if k["origin"] == "own"]
+        library = {k["name"] for k in self.kernels if k["origin"] != "own"}
+        reference = [n for n in self.reference_kernels if not _TRIVIAL_KERNEL.search(n)]
+        if own and reference and set(reference) <= library and not self.opts.allow_library_only:
+            self.judge.add("no-own-kernel",
+                           f"the candidate's library calls already run every kernel of the reference "
+                           f"({', '.join(n[:50] for n in reference[:3])}); its own kernel(s) "
+                           f"({', '.join(k['name'][:40] for k in own[:3])}) only add to them",
+                           reference_kernels=reference)
         total = sum(k["device_time_us"] or 0.0 for k in self.kernels)
         own_time = sum(k["device_time_us"] or 0.0 for k in own)
         if not own and not self.opts.allow_library_only:
@@ -495,9 +530,16 @@ class _Verification:
             if arch == "native":
                 cc = str(self.device_facts.get("compute_capability", "")).replace(".", "")
                 arch = f"sm_{cc}a" if cc in ("90", "100") else f"sm_{cc}" if cc else None
+            ptx_path = message.get("ptx_path")
+            warps = message.get("num_warps")
             try:
-                found = analyze_cubin(Path(message["path"]), arch=arch, name=message["name"],
-                                      ptxas_log=message.get("ptxas_log", "") or "")
+                found = analyze_cubin(
+                    Path(message["path"]), arch=arch, name=message["name"],
+                    ptxas_log=message.get("ptxas_log", "") or "",
+                    ptx=Path(ptx_path).read_text() if ptx_path and Path(ptx_path).exists() else "",
+                    threads_per_block=int(warps) * 32 if warps else None,
+                    dynamic_shared_bytes=message.get("shared"),
+                )
             except Exception as exc:
                 self.judge.add("inspection-failed", f"disassembling {message['name']} failed: {exc}", Severity.NOTE)
                 continue
