@@ -322,8 +322,8 @@ def _check_access_policy(channel: Channel) -> None:
         num_bytes = int.from_bytes(bytes(value[8:16]), "little")
         if num_bytes:
             channel.send("finding", code="persisting-l2",
-                         message=f"the candidate set an L2 access-policy window of {num_bytes >> 20} MiB on the "
-                                 "timed stream: data kept persisting in L2 across timed calls",
+                         message=f"the candidate set an L2 access-policy window of {num_bytes / 2**20:.2f} MiB on "
+                                 "the timed stream: data kept persisting in L2 across timed calls",
                          details={"window_bytes": num_bytes})
     except Exception as exc:
         channel.send("note", code="l2-check-unavailable", message=f"could not read the stream's L2 policy: {exc}")

@@ -94,7 +94,7 @@ def render(verdict: Verdict) -> str:
             if m is None:
                 lines.append(f"{'':<12} {label:<22}{'failed':>10}")
                 continue
-            speedup = "" if key == "candidate" or not cand else f"{m['median_ms'] / cand:.2f}x"
+            speedup = "" if key == "candidate" or not cand else f"{m['median_ms'] / cand:.3g}x"
             lines.append(f"{'':<12} {label:<22}{_fmt_ms(m['median_ms']):>10} {_fmt_ms(m['min_ms']):>9} "
                          f"{m['q3_ms'] - m['q1_ms']:>8.4f} {m['reps']:>6} {speedup:>8}")
     elif verdict.device.get("type") == "cpu":

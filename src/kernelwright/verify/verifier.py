@@ -199,7 +199,8 @@ class _Verification:
                                f"work the timed stream did not see: {m['unexplained_ms_per_call']:.3f} ms per call "
                                f"beyond the measured {m['median_ms']:.3f} ms (another stream or a thread)",
                                unexplained_ms_per_call=m["unexplained_ms_per_call"], median_ms=m["median_ms"])
-            self._judge_timed_outputs(measurement, refs, semantics)
+            if judged:  # a candidate already wrong when checked says nothing new by being wrong when timed
+                self._judge_timed_outputs(measurement, refs, semantics)
         for finding in cand.events("finding"):
             self.judge.add(finding["code"], finding["message"], **dict(finding.get("details") or {}))
         self._notes(cand)
