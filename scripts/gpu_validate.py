@@ -94,38 +94,38 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     compile_baseline = not args.no_compile
-    rows = []
+    print("case        variant               verify ms  do_bench ms  ratio   verify x  do_bench x  %floor")
     for name in args.cases.split(","):
         problem, candidate = CASES[name]
         verdict = _run_verify(name, problem, candidate, args.out, compile_baseline)
         bench = _run_do_bench(name, problem, candidate, args.out, compile_baseline)
-        rows.append((name, verdict, bench))
         print(f"[{name}] {verdict.get('status')} — {verdict.get('message', '')[:160]} ({verdict['_wall_s']:.0f} s)",
               flush=True)
-
-    print("\ncase        variant               verify ms  do_bench ms  ratio   verify x  do_bench x  %floor")
-    for name, verdict, bench in rows:
-        timing = verdict.get("timing") or {}
-        cand_v = (timing.get("candidate") or {}).get("median_ms")
-        cand_b = bench.get("candidate")
-        for variant in ("candidate", "eager", "compile", "compile_max_autotune"):
-            v = (timing.get(variant) or {}).get("median_ms")
-            b = bench.get(variant)
-            if v is None and b is None:
-                continue
-            ratio = f"{v / b:.3f}" if v and b else "-"
-            sv = f"{v / cand_v:.2f}" if v and cand_v and variant != "candidate" else ""
-            sb = f"{b / cand_b:.2f}" if b and cand_b and variant != "candidate" else ""
-            floor = f"{verdict.get('percent_of_floor'):.0f}" if variant == "candidate" and verdict.get(
-                "percent_of_floor") else ""
-            vs = f"{v:.4f}" if v else "-"
-            bs = f"{b:.4f}" if b else "-"
-            print(f"{name:<11} {variant:<21} {vs:>9}  {bs:>11}  {ratio:>5}  {sv:>8}  {sb:>10}  {floor:>6}")
-        roof = verdict.get("roofline") or {}
-        print(f"{'':<11} status={verdict.get('status')} floor={roof.get('achievable_floor_ms')} "
-              f"physical={roof.get('physical_floor_ms')} kernels="
-              f"{[k['name'][:30] + ':' + k['origin'] for k in verdict.get('kernels', [])][:3]}")
+        _print_rows(name, verdict, bench)
     return 0
+
+
+def _print_rows(name: str, verdict: dict, bench: dict) -> None:
+    timing = verdict.get("timing") or {}
+    cand_v = (timing.get("candidate") or {}).get("median_ms")
+    cand_b = bench.get("candidate")
+    for variant in ("candidate", "eager", "compile", "compile_max_autotune"):
+        v = (timing.get(variant) or {}).get("median_ms")
+        b = bench.get(variant)
+        if v is None and b is None:
+            continue
+        ratio = f"{v / b:.3f}" if v and b else "-"
+        sv = f"{v / cand_v:.2f}" if v and cand_v and variant != "candidate" else ""
+        sb = f"{b / cand_b:.2f}" if b and cand_b and variant != "candidate" else ""
+        floor = f"{verdict.get('percent_of_floor'):.0f}" if variant == "candidate" and verdict.get(
+            "percent_of_floor") else ""
+        vs = f"{v:.4f}" if v else "-"
+        bs = f"{b:.4f}" if b else "-"
+        print(f"{name:<11} {variant:<21} {vs:>9}  {bs:>11}  {ratio:>5}  {sv:>8}  {sb:>10}  {floor:>6}")
+    roof = verdict.get("roofline") or {}
+    print(f"{'':<11} status={verdict.get('status')} floor={roof.get('achievable_floor_ms')} "
+          f"physical={roof.get('physical_floor_ms')} kernels="
+          f"{[k['name'][:30] + ':' + k['origin'] for k in verdict.get('kernels', [])][:3]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -194,4 +194,7 @@ def test_cuda_wmma_kernel_executed_counts(tmp_path: Path, data_dir: Path) -> Non
     [run] = ncu.merge_launches(launches)
     assert run.name == "wmma_gemm"
     assert run.tensor_instructions and run.tensor_instructions > 0
-    assert [f.code for f in ncu.compare(summaries, [run])] == []
+    # Static and executed views agree (a one-block launch may still be flagged for low achieved occupancy:
+    # seen on the H200, 2026-11-30).
+    codes = [f.code for f in ncu.compare(summaries, [run])]
+    assert "executed-mismatch" not in codes and set(codes) <= {"achieved-occupancy-low"}

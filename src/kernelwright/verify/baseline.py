@@ -18,7 +18,6 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
 
     from kernelwright.problem.files import import_from_path
     from kernelwright.verify import tensors
-    from kernelwright.verify.candidate import persisting_l2_reset
     from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs
     from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
 
@@ -66,7 +65,7 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
             torch.cuda.synchronize()
             m, _ = measure(call, len(sets), clock, device=device, min_reps=int(timing["min_reps"]),
                            max_reps=int(timing["max_reps"]), target_ms=float(timing["target_ms"]),
-                           warmup_ms=float(timing["warmup_ms"]), flush=flush, before_each=persisting_l2_reset())
+                           warmup_ms=float(timing["warmup_ms"]), flush=flush)
             channel.send("baseline", name=name, measurement=m.to_json())
         except Exception as exc:
             channel.send("baseline", name=name, measurement=None,
