@@ -51,12 +51,14 @@ def bench(model):
         with torch.no_grad(): model(*inputs)
     fn(); torch.cuda.synchronize()
     return triton.testing.do_bench(fn, warmup=100, rep=600, return_mode="median")
-out = {"candidate": bench(new), "eager": bench(ref)}
+def report(name, value):
+    print("DOBENCH " + json.dumps({name: value}), flush=True)
+report("candidate", bench(new))
+report("eager", bench(ref))
 if compile_too:
-    out["compile"] = bench(torch.compile(ref))
+    report("compile", bench(torch.compile(ref)))
     torch._dynamo.reset()
-    out["compile_max_autotune"] = bench(torch.compile(ref, mode="max-autotune-no-cudagraphs"))
-print("DOBENCH " + json.dumps(out))
+    report("compile_max_autotune", bench(torch.compile(ref, mode="max-autotune-no-cudagraphs")))
 """
 
 
@@ -80,10 +82,11 @@ def _run_do_bench(name: str, problem: str, candidate: str, out: Path, compile_ba
     proc = subprocess.run([sys.executable, "-c", _DO_BENCH, problem, candidate, "1" if compile_baseline else "0"],
                           cwd=ROOT, capture_output=True, text=True)
     (out / f"dobench-{name}.log").write_text(proc.stdout + proc.stderr)
+    found: dict = {}
     for line in proc.stdout.splitlines():
         if line.startswith("DOBENCH "):
-            return json.loads(line[len("DOBENCH "):])
-    return {}
+            found.update(json.loads(line[len("DOBENCH "):]))
+    return found
 
 
 def main() -> int:
