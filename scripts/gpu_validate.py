@@ -79,11 +79,12 @@ def _run_verify(name: str, problem: str, candidate: str, out: Path, compile_base
 
 
 def _run_do_bench(name: str, problem: str, candidate: str, out: Path, compile_baseline: bool) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _DO_BENCH, problem, candidate, "1" if compile_baseline else "0"],
-                          cwd=ROOT, capture_output=True, text=True)
-    (out / f"dobench-{name}.log").write_text(proc.stdout + proc.stderr)
+    log = out / f"dobench-{name}.log"
+    with open(log, "w") as sink:  # streamed, so a run cut short keeps what it measured
+        subprocess.run([sys.executable, "-c", _DO_BENCH, problem, candidate, "1" if compile_baseline else "0"],
+                       cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True)
     found: dict = {}
-    for line in proc.stdout.splitlines():
+    for line in log.read_text().splitlines():
         if line.startswith("DOBENCH "):
             found.update(json.loads(line[len("DOBENCH "):]))
     return found
