@@ -39,6 +39,11 @@ class TrialOutcome:
     note: str = ""
     comparisons: tuple[Mapping[str, Any], ...] = ()
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TrialOutcome:
+        return cls(index=int(data["index"]), kind=data["kind"], seed=data.get("seed"), status=data["status"],
+                   note=data.get("note", ""), comparisons=tuple(data.get("comparisons", ())))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "index": self.index,
@@ -110,3 +115,33 @@ class Verdict:
             "duration_s": self.duration_s,
             "kernelwright_version": self.kernelwright_version,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+        """The inverse of :meth:`to_json` (for verdicts read back from files and databases)."""
+        traits = data.get("traits")
+        return cls(
+            status=Status(data["status"]),
+            message=data["message"],
+            clean=bool(data["clean"]),
+            problem=data["problem"],
+            candidate=data["candidate"],
+            problem_sha256=data["problem_sha256"],
+            candidate_sha256=data["candidate_sha256"],
+            seed=int(data["seed"]),
+            device=dict(data.get("device") or {}),
+            tolerance=dict(data.get("tolerance") or {}),
+            trials=tuple(TrialOutcome.from_json(t) for t in data.get("trials", ())),
+            findings=tuple(Finding.from_json(f) for f in data.get("findings", ())),
+            timing=dict(data.get("timing") or {}),
+            speedups=dict(data.get("speedups") or {}),
+            roofline=data.get("roofline"),
+            percent_of_floor=data.get("percent_of_floor"),
+            traits=ProblemTraits(**{k: v for k, v in traits.items() if k != "intensity"} | {
+                "dtypes": tuple(traits.get("dtypes", ()))}) if traits else None,
+            kernels=tuple(data.get("kernels", ())),
+            instructions=tuple(data.get("instructions", ())),
+            stderr_tail=data.get("stderr_tail", ""),
+            duration_s=float(data.get("duration_s", 0.0)),
+            kernelwright_version=data.get("kernelwright_version", ""),
+        )
