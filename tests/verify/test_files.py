@@ -66,8 +66,8 @@ def test_candidate_cuda_kernel_names_come_from_its_strings(tmp_path: Path) -> No
     assert c.uses_load_inline
 
 
-def test_broken_candidates_are_data_not_errors() -> None:
-    syntax = read_candidate(HERE / "candidates" / "softmax_syntax.py")
+def test_broken_candidates_are_data_not_errors(candidate) -> None:
+    syntax = read_candidate(candidate("softmax_syntax.py"))
     assert syntax.syntax_error and "softmax_syntax.py:" in syntax.syntax_error
-    missing = read_candidate(HERE / "candidates" / "softmax_no_modelnew.py")
+    missing = read_candidate(candidate("softmax_no_modelnew.py"))
     assert "no class ModelNew" in (missing.problem_with_structure or "")

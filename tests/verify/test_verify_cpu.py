@@ -16,15 +16,19 @@ HERE = Path(__file__).parent
 SOFTMAX = HERE / "problems" / "softmax.py"
 
 
-def run(candidate: str, problem: Path = SOFTMAX, **options):
-    return verify(problem, HERE / "candidates" / candidate, VerifyOptions(device="cpu", seed=7, **options))
+@pytest.fixture
+def run(candidate):
+    def verify_on_cpu(name: str, problem: Path = SOFTMAX, **options):
+        return verify(problem, candidate(name), VerifyOptions(device="cpu", seed=7, **options))
+
+    return verify_on_cpu
 
 
 def codes(verdict) -> set[str]:
     return {f.code for f in verdict.findings}
 
 
-def test_honest_triton_softmax_passes_every_trial() -> None:
+def test_honest_triton_softmax_passes_every_trial(run) -> None:
     verdict = run("softmax_ok.py")
     assert verdict.status is Status.PASSED, verdict.message
     assert verdict.clean
@@ -39,7 +43,7 @@ def test_honest_triton_softmax_passes_every_trial() -> None:
     assert data["status"] == "passed" and data["seed"] == 7
 
 
-def test_the_seed_is_recorded_and_replays_the_same_trials() -> None:
+def test_the_seed_is_recorded_and_replays_the_same_trials(run) -> None:
     first = run("softmax_wrong.py")
     second = run("softmax_wrong.py")
     assert first.seed == second.seed == 7
@@ -47,14 +51,14 @@ def test_the_seed_is_recorded_and_replays_the_same_trials() -> None:
     assert first.trials[0].comparisons == second.trials[0].comparisons
 
 
-def test_weights_reach_the_candidate_and_a_fused_linear_passes() -> None:
+def test_weights_reach_the_candidate_and_a_fused_linear_passes(run) -> None:
     verdict = run("scaled_linear_ok.py", problem=HERE / "problems" / "scaled_linear.py")
     assert verdict.status is Status.PASSED, verdict.message
     shape_trial = next(t for t in verdict.trials if t.kind == "shape")
     assert shape_trial.status == "ok" and "batch 24->" in shape_trial.note
 
 
-def test_wrong_answer_is_incorrect_with_where_and_how_much() -> None:
+def test_wrong_answer_is_incorrect_with_where_and_how_much(run) -> None:
     verdict = run("softmax_wrong.py")
     assert verdict.status is Status.INCORRECT
     mismatch = next(f for f in verdict.findings if f.code == "mismatch")
@@ -64,7 +68,7 @@ def test_wrong_answer_is_incorrect_with_where_and_how_much() -> None:
     assert first["wrong_fraction"] > 0.9 and first["worst_index"] is not None
 
 
-def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut() -> None:
+def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut(run) -> None:
     verdict = run("softmax_fp16_shortcut.py")
     assert verdict.status is Status.REJECTED
     assert verdict.message.startswith("precision:") and "TF32 or fp16" in verdict.message
@@ -74,7 +78,7 @@ def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut() -> N
 
 
 @pytest.mark.parametrize(
-    ("candidate", "status", "code", "text"),
+    ("name", "status", "code", "text"),
     [
         ("softmax_segfault.py", Status.CRASHED, None, "segmentation fault"),
         ("softmax_os_exit.py", Status.CRASHED, None, "before finishing"),
@@ -89,9 +93,9 @@ def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut() -> N
         ("softmax_syntax.py", Status.COMPILE_ERROR, "syntax-error", "syntax error"),
     ],
 )
-def test_failing_candidates_get_the_right_verdict(candidate: str, status: Status, code: str | None,
+def test_failing_candidates_get_the_right_verdict(run, name: str, status: Status, code: str | None,
                                                   text: str) -> None:
-    verdict = run(candidate)
+    verdict = run(name)
     assert verdict.status is status, verdict.message
     if code:
         assert code in codes(verdict)
@@ -99,7 +103,7 @@ def test_failing_candidates_get_the_right_verdict(candidate: str, status: Status
     assert "\n" not in verdict.message
 
 
-def test_a_hang_is_a_timeout_and_the_parent_carries_on() -> None:
+def test_a_hang_is_a_timeout_and_the_parent_carries_on(run) -> None:
     verdict = run("softmax_hang.py", timeout_s=25)
     assert verdict.status is Status.TIMEOUT
     assert "trial 0" in verdict.message
@@ -107,14 +111,14 @@ def test_a_hang_is_a_timeout_and_the_parent_carries_on() -> None:
     assert run("softmax_ok.py").status is Status.PASSED
 
 
-def test_exhausting_memory_is_a_runtime_error() -> None:
+def test_exhausting_memory_is_a_runtime_error(run) -> None:
     with config.scope(child_memory_gb=6):
         verdict = run("softmax_oom.py")
     assert verdict.status is Status.RUNTIME_ERROR, verdict.message
     assert "out-of-memory" in codes(verdict)
 
 
-def test_credentials_never_reach_the_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_credentials_never_reach_the_candidate(run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test-not-real")
     monkeypatch.setenv("HF_TOKEN", "hf-test-not-real")

@@ -16,12 +16,16 @@ SOFTMAX = HERE / "problems" / "softmax.py"
 pytestmark = pytest.mark.gpu
 
 
-def run(candidate: str, problem: Path = SOFTMAX, **options):
-    options.setdefault("compile_baseline", False)
-    return verify(problem, HERE / "candidates" / candidate, VerifyOptions(device="cuda", seed=11, **options))
+@pytest.fixture
+def run(candidate):
+    def verify_on_gpu(name: str, problem: Path = SOFTMAX, **options):
+        options.setdefault("compile_baseline", False)
+        return verify(problem, candidate(name), VerifyOptions(device="cuda", seed=11, **options))
+
+    return verify_on_gpu
 
 
-def test_honest_kernel_is_timed_against_eager_with_a_profiled_kernel_list() -> None:
+def test_honest_kernel_is_timed_against_eager_with_a_profiled_kernel_list(run) -> None:
     verdict = run("softmax_ok.py")
     assert verdict.status is Status.PASSED, verdict.message
     cand, eager = verdict.timing["candidate"], verdict.timing["eager"]
@@ -32,19 +36,19 @@ def test_honest_kernel_is_timed_against_eager_with_a_profiled_kernel_list() -> N
     assert verdict.roofline is not None and verdict.roofline["physical_floor_ms"] > 0
 
 
-def test_wrong_kernel_is_incorrect_on_the_gpu() -> None:
+def test_wrong_kernel_is_incorrect_on_the_gpu(run) -> None:
     verdict = run("softmax_wrong.py", timing=False)
     assert verdict.status is Status.INCORRECT
 
 
-def test_illegal_address_is_a_runtime_error_and_the_next_verify_is_unharmed() -> None:
+def test_illegal_address_is_a_runtime_error_and_the_next_verify_is_unharmed(run) -> None:
     verdict = run("softmax_illegal_address.py", timing=False)
     assert verdict.status in (Status.RUNTIME_ERROR, Status.CRASHED), verdict.message
     assert "illegal" in verdict.message.lower() or "cuda" in verdict.message.lower()
     assert run("softmax_ok.py", timing=False).status is Status.PASSED
 
 
-def test_unwritten_output_shows_the_poison_on_the_gpu() -> None:
+def test_unwritten_output_shows_the_poison_on_the_gpu(run) -> None:
     verdict = run("softmax_partial.py", timing=False)
     assert verdict.status is Status.REJECTED
     assert any(f.code == "stale-memory" for f in verdict.findings)

@@ -12,20 +12,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
-import re
 import runpy
 import sys
 from pathlib import Path
 from types import ModuleType
-
-SECRET_ENV_RE = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)")
-
-
-def scrubbed_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of the environment without variables that look like credentials."""
-    source = dict(os.environ if env is None else env)
-    return {k: v for k, v in source.items() if not SECRET_ENV_RE.search(k)}
 
 
 def _load(path: Path, name: str) -> ModuleType:

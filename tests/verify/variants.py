@@ -1,0 +1,65 @@
+"""Failing candidates for the verifier's tests, each one edit away from the honest ``candidates/softmax_ok.py``.
+
+Built at test time (written under ``tmp_path``) so that every variant differs from the honest kernel only in the
+behaviour under test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HONEST = Path(__file__).parent / "candidates" / "softmax_ok.py"
+LAUNCH = (
+    "        softmax_kernel[(rows,)](x, y, cols, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(cols))\n"
+    "        return y"
+)
+
+# name -> (docstring, extra imports, [(old, new), ...])
+VARIANTS: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
+    "segfault": ("Crashes the process with a segmentation fault in forward.", "import ctypes\n",
+                 [(LAUNCH, "        ctypes.string_at(0)\n        return y")]),
+    "hang": ("Never returns from forward.", "", [(LAUNCH, "        while True:\n            pass")]),
+    "sys_exit": ("Calls sys.exit in forward.", "import sys\n", [(LAUNCH, "        sys.exit(3)")]),
+    "os_exit": ("Calls os._exit in forward, skipping every handler.", "import os\n",
+                [(LAUNCH, "        os._exit(0)")]),
+    "raises": ("Raises in forward.", "", [(LAUNCH, '        raise ValueError("kernel not ready for this shape")')]),
+    "in_place": ("Writes the result over its input and returns it.", "",
+                 [("        y = torch.empty_like(x)\n", "        y = x\n")]),
+    "partial": ("Writes only the first half of the rows; the rest is whatever memory held.", "",
+                [("softmax_kernel[(rows,)]", "softmax_kernel[(rows // 2,)]")]),
+    "two_outputs": ("Returns two outputs where the problem has one.", "",
+                    [(LAUNCH, LAUNCH.replace("return y", "return y, y"))]),
+    "ctor_raises": ("Its constructor raises.", "",
+                    [("        super().__init__()\n",
+                      "        super().__init__()\n        raise RuntimeError('no weights file')\n")]),
+    "no_modelnew": ("Defines the kernel but names its module class wrongly.", "",
+                    [("class ModelNew(nn.Module):", "class Model(nn.Module):")]),
+    "import_raises": ("Fails at import time.", "",
+                      [("@triton.jit", "raise ImportError('needs a package that is not installed')\n\n\n@triton.jit")]),
+    "oom": ("Exhausts host memory in forward.", "",
+            [(LAUNCH, "        hog = torch.ones(64 * 2**30, dtype=torch.uint8)\n        return y + hog[0]")]),
+    "fp16_shortcut": ("Computes in fp16: fine for a loose tolerance, wrong for fp32.", "",
+                      [("    x = x - tl.max(x, axis=0)", "    x = (x - tl.max(x, axis=0)).to(tl.float16).to(tl.float32)"),
+                       ("    y = e / tl.sum(e, axis=0)", "    y = (e / tl.sum(e, axis=0)).to(tl.float16).to(tl.float32)")]),
+    "syntax": ("Does not parse.", "", [("def forward(self, x):", "def forward(self, x)")]),
+}
+
+
+def build(name: str) -> str:
+    doc, imports, edits = VARIANTS[name]
+    source = HONEST.read_text()
+    first_line = source.splitlines()[0]
+    source = source.replace(first_line, f'"""{doc}"""', 1)
+    for old, new in edits:
+        if old not in source:
+            raise AssertionError(f"variant {name}: {old!r} is not in {HONEST.name}")
+        source = source.replace(old, new)
+    if imports:
+        source = source.replace("import torch\n", imports + "import torch\n", 1)
+    return source
+
+
+def write(name: str, directory: Path) -> Path:
+    path = directory / f"softmax_{name}.py"
+    path.write_text(build(name))
+    return path
