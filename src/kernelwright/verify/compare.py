@@ -98,8 +98,11 @@ def _rel_l2(x: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None, *, mode: str = REFERENCE,
-            factor: float = 8.0) -> Comparison:
-    """Judge ``got`` (same shape and dtype as ``native``, checked before) against the reference."""
+            factor: float = 8.0, allowed_unit_roundoff: float = 0.0) -> Comparison:
+    """Judge ``got`` (same shape and dtype as ``native``, checked before) against the reference.
+
+    ``allowed_unit_roundoff`` relaxes the reference-mode bound explicitly for a narrower arithmetic the user allowed
+    (``--allow-tf32``: 2^-11, ``--allow-reduced-precision``: 2^-8): the bound is then at least K times it."""
     shape = tuple(native.shape)
     if not native.is_floating_point():
         return _compare_exact(got, native, ref64, mode)
@@ -135,7 +138,7 @@ def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None,
             e_nat = float(torch.max(torch.where(nat_ok, (n - r).abs() / denom, torch.zeros_like(n)))) if n.numel() else 0.0
         else:
             e_nat = 2 * u  # no float64 reference: assume PyTorch is within rounding of the truth
-        bound = max(factor * max(e_nat, u), _FLOOR.get(dtype, 0.0))
+        bound = max(factor * max(e_nat, u, allowed_unit_roundoff), _FLOOR.get(dtype, 0.0))
         normalised = torch.where(both, diff / denom, torch.zeros_like(diff))
         wrong = normalised > bound
 
@@ -181,7 +184,9 @@ def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None,
 
 
 # Unit roundoffs of the formats a shortcut computes in: TF32 and fp16 keep 10 mantissa bits, bf16 keeps 7.
-_REDUCED_FORMATS = (("TF32 or fp16", 2.0**-11), ("bf16", 2.0**-8))
+TF32_UNIT_ROUNDOFF = 2.0**-11
+BF16_UNIT_ROUNDOFF = 2.0**-8
+_REDUCED_FORMATS = (("TF32 or fp16", TF32_UNIT_ROUNDOFF), ("bf16", BF16_UNIT_ROUNDOFF))
 
 
 def precision_signature(c: Comparison, dtype: torch.dtype) -> str | None:

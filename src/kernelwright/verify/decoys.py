@@ -45,9 +45,10 @@ def _decoys(native: list[torch.Tensor], ref64: list[torch.Tensor] | None,
 
 
 def degenerate_decoys(problem_sha256: str, refs: dict[int, dict[str, Any]], shared: Path, *, mode: str,
-                      factor: float, seed: int) -> list[str]:
+                      factor: float, seed: int, allowed_unit_roundoff: float = 0.0) -> list[str]:
     """Names of the decoys that pass (empty: the problem is not degenerate)."""
-    cache = Path(config.cache_dir) / "decoys" / f"{problem_sha256[:32]}-{mode}-{factor:g}.json"
+    key = f"{problem_sha256[:32]}-{mode}-{factor:g}-{allowed_unit_roundoff:g}"
+    cache = Path(config.cache_dir) / "decoys" / f"{key}.json"
     try:
         return list(json.loads(cache.read_text())["passing"])
     except (OSError, ValueError, KeyError):
@@ -62,7 +63,8 @@ def degenerate_decoys(problem_sha256: str, refs: dict[int, dict[str, Any]], shar
         fp64 = ref.get("fp64")
         ok_here = set()
         for name, outputs in _decoys(ref["native"], fp64, inputs).items():
-            if all(compare.compare(g, e, fp64[j] if fp64 else None, mode=mode, factor=factor).ok
+            if all(compare.compare(g, e, fp64[j] if fp64 else None, mode=mode, factor=factor,
+                                   allowed_unit_roundoff=allowed_unit_roundoff).ok
                    for j, (g, e) in enumerate(zip(outputs, ref["native"]))):
                 ok_here.add(name)
         passing = ok_here if passing is None else passing & ok_here

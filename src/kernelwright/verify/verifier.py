@@ -163,6 +163,13 @@ class _Verification:
         self.traits: ProblemTraits | None = None
         self.work: Any = None
         self.reference_kernels: list[str] = []
+        # What the user allowed, made explicit in the tolerance (precision findings then become notes).
+        self.allowed_roundoff = (compare.BF16_UNIT_ROUNDOFF if opts.allow_reduced_precision
+                                 else compare.TF32_UNIT_ROUNDOFF if opts.allow_tf32 else 0.0)
+
+    def _compare(self, got: Any, expected: Any, ref64: Any) -> compare.Comparison:
+        return compare.compare(got, expected, ref64, mode=self.opts.tolerance, factor=self.factor,
+                               allowed_unit_roundoff=self.allowed_roundoff)
 
     # -- children -----------------------------------------------------------------------------------------------
     def _child_env(self) -> dict[str, str]:
@@ -226,8 +233,8 @@ class _Verification:
         run = self._run("reference", spec)
         error = run.last("error")
         if error and error.get("status") == "problem_error":
-            raise InputError(f"problem {self.problem.path.name}: {error['message']}; fix the problem file"
-                             + (f"\n{error.get('detail', '')}" if config.keep_workdir else ""))
+            log.info("the problem failed:\n%s", error.get("detail", ""))
+            raise InputError(f"problem {self.problem.path.name}: {error['message']}; fix the problem file")
         if error or not run.finished:
             what = error["message"] if error else run.describe_exit()
             raise InputError(f"problem {self.problem.path.name}: computing the reference failed: {what}")
@@ -376,9 +383,7 @@ class _Verification:
             if not problems:
                 fp64 = ref.get("fp64")
                 for j, (g, e) in enumerate(zip(got, expected)):
-                    c = compare.compare(g, e, fp64[j] if fp64 else None, mode=self.opts.tolerance,
-                                        factor=self.factor)
-                    comparisons.append(c)
+                    comparisons.append(self._compare(g, e, fp64[j] if fp64 else None))
             ok = not problems and all(c.ok for c in comparisons)
             note = "; ".join(problems) or "; ".join(
                 f"output {j}: {c.reason}" for j, c in enumerate(comparisons) if not c.ok)
@@ -401,7 +406,7 @@ class _Verification:
                                        f"({note})")
                     for j, c in enumerate(comparisons):
                         signature = compare.precision_signature(c, expected[j].dtype)
-                        if signature:
+                        if signature and not self.allowed_roundoff:
                             self.judge.add("precision",
                                            f"output {j} has the rounding noise of {signature}: lower precision "
                                            f"arithmetic in a {str(expected[j].dtype).removeprefix('torch.')} "
@@ -463,7 +468,7 @@ class _Verification:
                 return
             fp64 = ref.get("fp64")
             for j, (g, e) in enumerate(zip(got, ref["native"])):
-                c = compare.compare(g, e, fp64[j] if fp64 else None, mode=self.opts.tolerance, factor=self.factor)
+                c = self._compare(g, e, fp64[j] if fp64 else None)
                 if not c.ok:
                     self.judge.add("timed-call-mismatch",
                                    f"a timed call returned a wrong answer (input set {set_index}, output {j}: "
@@ -630,7 +635,7 @@ class _Verification:
         from kernelwright.verify.decoys import degenerate_decoys
 
         found = degenerate_decoys(self.problem.sha256, refs, self.shared, mode=self.opts.tolerance,
-                                  factor=self.factor, seed=self.seed)
+                                  factor=self.factor, seed=self.seed, allowed_unit_roundoff=self.allowed_roundoff)
         if found:
             self.judge.add("degenerate-problem",
                            f"a decoy ({', '.join(found)}) passes this problem's check: the problem cannot tell a "
