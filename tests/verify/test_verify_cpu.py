@@ -133,3 +133,16 @@ def test_allowing_reduced_precision_relaxes_the_tolerance_explicitly(run) -> Non
     assert "precision" not in codes(verdict)
     bound = verdict.trials[0].comparisons[0]["bound"]
     assert bound >= 8 * 2**-8  # K times bf16's unit roundoff
+
+
+@pytest.mark.slow
+def test_cuda_cpp_without_a_gpu_is_compiled_inspected_and_unsupported(repo_root: Path) -> None:
+    verdict = verify(HERE / "problems" / "vector_add.py", repo_root / "examples" / "vector_add_cuda.py",
+                     VerifyOptions(device="cpu", seed=7))
+    assert verdict.status is Status.UNSUPPORTED, verdict.message
+    assert "cannot run on a machine without a GPU" in verdict.message
+    build = next(f for f in verdict.findings if f.code == "cuda-build")
+    assert build.details["ok"] is True and "sm_90a" in build.message
+    # The kernels nvcc produced are in the instruction summary: the float4 path really loads 128 bits.
+    opcodes = {op for k in verdict.instructions for op in (k.get("histogram_by_opcode") or {})}
+    assert "LDG.E.128" in opcodes or "LDG.E.128.CONSTANT" in opcodes, sorted(opcodes)

@@ -84,7 +84,22 @@ def torch_include_dirs() -> list[Path]:
     python_include = sysconfig.get_paths().get("include")
     if python_include:
         dirs.append(Path(python_include))
-    return [d for d in dirs if d.is_dir()]
+    dirs = [d for d in dirs if d.is_dir()]
+    if dirs and not (dirs[0] / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").exists():
+        dirs.append(_cpu_torch_stub_dir())
+    return dirs
+
+
+def _cpu_torch_stub_dir() -> Path:
+    """A CPU build of torch ships c10/cuda headers without the one CUDA builds generate
+    (``c10/cuda/impl/cuda_cmake_macros.h``, included by ``c10/cuda/CUDAMacros.h``); a CUDA build's copy holds one
+    define. Supply it so a candidate's CUDA source compiles for inspection on a machine without a GPU."""
+    stub = Path(config.cache_dir) / "cuda" / "cpu-torch-stubs"
+    header = stub / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
+    if not header.exists():
+        header.parent.mkdir(parents=True, exist_ok=True)
+        header.write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
+    return stub
 
 
 def _cache_dir(kind: str, key: str) -> Path:

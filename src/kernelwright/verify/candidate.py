@@ -57,7 +57,7 @@ def _failure(what: str, exc: BaseException) -> JobFailure:
     return JobFailure(status, code, message, detail=short_traceback(exc, limit_lines=25))
 
 
-def _hook_cuda_builds_without_gpu(channel: Channel, arch: str) -> None:
+def _hook_cuda_builds_without_gpu(channel: Channel, arch: str, out_dir: Path) -> None:
     """Without a GPU, ``load_inline``/``load`` with CUDA sources cannot build under a CPU torch; compile the CUDA
     part with nvcc for ``arch`` instead, report it, and stop the job as ``unsupported``."""
     import torch.utils.cpp_extension as ext
@@ -77,6 +77,13 @@ def _hook_cuda_builds_without_gpu(channel: Channel, arch: str) -> None:
                 f for f in (extra_cuda_cflags or []) if not f.startswith(("-gencode", "--generate-code", "-arch"))),
                 torch_headers="torch/" in source or "ATen" in source)
             payload = result.to_json() if hasattr(result, "to_json") else {"ok": bool(getattr(result, "ok", False))}
+            if getattr(result, "ok", False) and getattr(result, "cubin", b""):
+                path = out_dir / f"cuda-{name}-{arch}.cubin"
+                path.write_bytes(result.cubin)
+                ptx_path = out_dir / f"cuda-{name}-{arch}.ptx"
+                ptx_path.write_text(getattr(result, "ptx", "") or "")
+                channel.send("cubin", name=None, arch=arch, path=str(path), ptx_path=str(ptx_path),
+                             ptxas_log=getattr(result, "full_log", ""))
         except Exception as exc:  # the inspection role may be missing or the toolchain absent: say so
             payload = {"ok": None, "log": f"not compiled: {type(exc).__name__}: {exc}"}
         channel.send("cuda_build", name=name, arch=arch, result=payload)
@@ -113,7 +120,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
         launches.install_interpreter_bf16_dot_fix()
         launches.install_interpreter_autotune(recorder)
     if device.type != "cuda":
-        _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"))
+        _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"), out_dir)
     l2_limit_before = _persisting_l2_limit() if device.type == "cuda" else None
     init_inputs = tensors.load(shared / "init.pt")
     state = torch.load(shared / "state.pt", map_location="cpu", weights_only=True)

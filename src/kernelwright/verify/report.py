@@ -36,7 +36,7 @@ def _trials_line(verdict: Verdict) -> str:
     kinds = Counter(t.kind for t in verdict.trials if t.status in ("ok", "wrong"))
     status = Counter(t.status for t in verdict.trials)
     described = ", ".join(f"{n} {k}" if n > 1 else k for k, n in kinds.items())
-    line = f"{sum(kinds.values())} run ({described})"
+    line = f"{sum(kinds.values())} run" + (f" ({described})" if described else "")
     if status.get("wrong"):
         line += f"; {status['wrong']} wrong"
     elif kinds:

@@ -192,7 +192,7 @@ class _Verification:
     # -- the whole protocol -------------------------------------------------------------------------------------
     def run(self) -> Verdict:
         refs, ref_trials, semantics = self._reference()
-        cand = self._candidate(ref_trials, semantics)
+        cand = self._candidate(ref_trials)
         failure = self._child_failure(cand)
         judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
         self._judge_kernels(cand)
@@ -207,7 +207,7 @@ class _Verification:
                                f"beyond the measured {m['median_ms']:.3f} ms (another stream or a thread)",
                                unexplained_ms_per_call=m["unexplained_ms_per_call"], median_ms=m["median_ms"])
             if judged:  # a candidate already wrong when checked says nothing new by being wrong when timed
-                self._judge_timed_outputs(measurement, refs, semantics)
+                self._judge_timed_outputs(measurement, refs)
         for finding in cand.events("finding"):
             self.judge.add(finding["code"], finding["message"], **dict(finding.get("details") or {}))
         self._notes(cand)
@@ -263,7 +263,7 @@ class _Verification:
         return refs, ref_trials, semantics
 
     # -- candidate ----------------------------------------------------------------------------------------------
-    def _candidate(self, ref_trials: dict[int, dict[str, Any]], semantics: dict[str, Any]) -> ChildRun:
+    def _candidate(self, ref_trials: dict[int, dict[str, Any]]) -> ChildRun:
         runnable = [t for t in self.plan
                     if not ref_trials.get(t.index, {}).get("skipped")
                     and (t.kind != trials.REPOISON or not ref_trials.get(t.source, {}).get("skipped"))]
@@ -452,8 +452,7 @@ class _Verification:
             else:
                 seen[key] = index
 
-    def _judge_timed_outputs(self, measurement: Mapping[str, Any], refs: dict[int, dict[str, Any]],
-                             semantics: dict[str, Any]) -> None:
+    def _judge_timed_outputs(self, measurement: Mapping[str, Any], refs: dict[int, dict[str, Any]]) -> None:
         from kernelwright.verify import tensors
 
         for set_index in measurement.get("timed_trials", []):
@@ -540,19 +539,20 @@ class _Verification:
             warps = message.get("num_warps")
             try:
                 found = analyze_cubin(
-                    Path(message["path"]), arch=arch, name=message["name"],
+                    Path(message["path"]), arch=arch, name=message.get("name"),
                     ptxas_log=message.get("ptxas_log", "") or "",
                     ptx=Path(ptx_path).read_text() if ptx_path and Path(ptx_path).exists() else "",
                     threads_per_block=int(warps) * 32 if warps else None,
                     dynamic_shared_bytes=message.get("shared"),
                 )
             except Exception as exc:
-                self.judge.add("inspection-failed", f"disassembling {message['name']} failed: {exc}", Severity.NOTE)
+                self.judge.add("inspection-failed", f"disassembling {message.get('name') or message['path']} "
+                                                    f"failed: {exc}", Severity.NOTE)
                 continue
             for summary in found:
                 summaries_by_arch.setdefault(arch or "unknown", []).append(summary)
                 data = summary.to_json()
-                data.setdefault("launched_as", message["name"])
+                data.setdefault("launched_as", message.get("name") or summary.name)
                 out.append(data)
         if self.traits is not None:
             for arch, summaries in summaries_by_arch.items():

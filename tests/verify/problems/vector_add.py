@@ -1,0 +1,19 @@
+"""a + b, fp32, small: the CPU-side check of CUDA C++ candidates."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+n = 1000
+
+
+def get_inputs():
+    return [torch.randn(n), torch.randn(n)]
+
+
+def get_init_inputs():
+    return []
