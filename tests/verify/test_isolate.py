@@ -1,0 +1,59 @@
+"""The child-process layer: environment scrubbing, leftover processes, protocol robustness."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kernelwright.verify.isolate import _read_channel, run_child, scrubbed_environment
+
+
+def test_credentials_are_removed_and_the_rest_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "HF_TOKEN", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY",
+                 "MY_PASSWORD", "SOME_SECRET"):
+        monkeypatch.setenv(name, "x")
+    monkeypatch.setenv("KERNELWRIGHT_TRIALS", "6")
+    env = scrubbed_environment({"TRITON_INTERPRET": "1"})
+    assert not {"OPENAI_API_KEY", "DEEPSEEK_API_KEY", "HF_TOKEN", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY",
+                "MY_PASSWORD", "SOME_SECRET"} & set(env)
+    assert env["PATH"] == os.environ["PATH"] and env["KERNELWRIGHT_TRIALS"] == "6"
+    assert env["TRITON_INTERPRET"] == "1"
+    assert str(Path(__file__).resolve().parents[2] / "src") in env["PYTHONPATH"].split(os.pathsep)
+
+
+def test_processes_left_behind_are_reported_and_killed(tmp_path: Path) -> None:
+    marker = tmp_path / "still-running"
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text(f"import pathlib, time\ntime.sleep(3)\npathlib.Path({str(marker)!r}).write_text('alive')\n")
+    problem = tmp_path / "lingering_problem.py"
+    problem.write_text(
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, {str(sleeper)!r}])\n"
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+        "def get_inputs():\n    return [torch.randn(4)]\n"
+    )
+    shared, private = tmp_path / "shared", tmp_path / "private"
+    shared.mkdir()
+    private.mkdir()
+    spec = {"problem": str(problem), "device": "cpu", "init_seed": 1, "trials": [], "shared_dir": str(shared),
+            "private_dir": str(private), "count_work": False, "aliasing": False}
+    run = run_child("reference", spec, workdir=tmp_path / "work", timeout_s=120,
+                    env_extra={"CUDA_VISIBLE_DEVICES": ""})
+    assert run.finished and run.leftover_processes
+    import time
+
+    time.sleep(4)
+    assert not marker.exists()  # the whole process group was killed
+
+
+def test_malformed_messages_are_protocol_errors_not_crashes() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b'{"event": "trial", "index": 0}\nnot json\n[1, 2]\n{"event": "done"}\n{"trunc')
+    os.close(write_fd)
+    messages: list[dict] = []
+    errors: list[str] = []
+    _read_channel(read_fd, messages, errors)
+    assert [m["event"] for m in messages] == ["trial", "done"]
+    assert len(errors) == 3 and any("unparseable" in e for e in errors) and any("truncated" in e for e in errors)
