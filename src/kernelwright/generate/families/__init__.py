@@ -1,0 +1,1 @@
+"""Template families, one module each (pointwise, reduction, scan, gemm, attention, conv)."""

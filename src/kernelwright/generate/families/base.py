@@ -1,0 +1,132 @@
+"""What every template family provides, and the graph helpers they share.
+
+A family *claims* part of the problem's graph (a :class:`Group`: the nodes one kernel, or one short sequence of
+kernels, computes), lists the *configurations* worth trying for it on an arch (its parameter space, pruned by the
+hardware knowledge base), and *renders* Python source for one configuration: Triton kernels plus a launcher
+function ``launcher(*group.inputs) -> tuple(group.outputs)``. The emitter stitches launchers and the PyTorch
+fallback for unclaimed nodes into one readable ``ModelNew`` file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kernelwright.generate import expr
+from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    family: str
+    nodes: tuple[str, ...]  # the nodes it computes, in graph order
+    inputs: tuple[str, ...]  # values it reads from outside (placeholders or other nodes' results)
+    outputs: tuple[str, ...]  # its values needed outside (by other nodes or as graph outputs)
+    anchor: str | None = None  # the node that decided the family (a reduction, a matmul, ...)
+    detail: Mapping[str, Any] = field(default_factory=dict)  # facts found when claiming (dims, eps, ...)
+
+    def describe(self) -> str:
+        return f"{self.family}({', '.join(self.nodes)})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rendered:
+    source: str  # kernels and the launcher, ready to paste into a module
+    launcher: str  # the launcher's name
+    notes: tuple[str, ...] = ()
+
+
+Config = Mapping[str, Any]
+
+
+class Family(Protocol):
+    name: str
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+        """A group anchored at ``node`` (not yet claimed by another family), or None."""
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str) -> list[Config]:
+        """Configurations worth timing on ``arch``; the first is the default (what runs without a GPU)."""
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        """Source for one configuration; names it defines start with ``ident``."""
+
+
+def group_io(graph: ProblemGraph, names: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The external inputs and the needed outputs of a set of nodes."""
+    members = set(names)
+    inputs: list[str] = []
+    for name in names:
+        for value in node_inputs(graph.node(name)):
+            if value not in members and value not in inputs and value in graph.values:
+                inputs.append(value)
+    outputs = [n for n in names
+               if n in graph.outputs or any(u not in members for u in graph.users.get(n, []))]
+    return tuple(inputs), tuple(outputs)
+
+
+def make_group(graph: ProblemGraph, family: str, names: Iterable[str], *, anchor: str | None = None,
+               **detail: Any) -> Group:
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    ordered = tuple(sorted(set(names), key=order.__getitem__))
+    inputs, outputs = group_io(graph, ordered)
+    return Group(family=family, nodes=ordered, inputs=inputs, outputs=outputs, anchor=anchor, detail=detail)
+
+
+def fusable_pointwise(node: Node) -> bool:
+    """An elementwise node a kernel can compute in registers: pointwise operators, inlined constants, and copies
+    that change nothing but the dtype."""
+    if node.op in expr.CAST_OPS:
+        return set(node.kwargs) <= {"dtype", "memory_format"} and expr.supported(node)
+    return (node.is_pointwise or node.op in expr.CONSTANT_OPS) and expr.supported(node)
+
+
+def broadcastable(shape: Sequence[int], to: Sequence[int]) -> bool:
+    if len(shape) > len(to):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(shape), reversed(to)))
+
+
+def epilogue_chain(graph: ProblemGraph, start: str, claimed: set[str], *, shape: Sequence[int] | None = None
+                   ) -> list[str]:
+    """Pointwise nodes after ``start`` that can be computed in the same kernel, element by element: each is the
+    only consumer of the previous one, its result has the same shape (``shape``, default: ``start``'s), and its
+    other operands broadcast to it. Stops at the first node that does not fit."""
+    target = tuple(shape if shape is not None else graph.info(start).shape)
+    chain: list[str] = []
+    current = start
+    while True:
+        users = graph.users.get(current, [])
+        if len(users) != 1 or current in graph.outputs:
+            return chain
+        node = graph.node(users[0])
+        if node.name in claimed or not fusable_pointwise(node) or node.info is None or node.info.shape != target:
+            return chain
+        others = [v for v in node_inputs(node) if v != current]
+        if not all(v in graph.values and broadcastable(graph.info(v).shape, target) for v in others):
+            return chain
+        chain.append(node.name)
+        current = node.name
+
+
+def prologue_chain(graph: ProblemGraph, value: str, claimed: set[str], *, shape: Sequence[int]) -> list[str]:
+    """Pointwise nodes producing ``value`` that can be recomputed while loading it: each has a single consumer
+    (inside the chain or the anchor) and operands that broadcast to ``shape``."""
+    chain: list[str] = []
+    frontier = [value]
+    while frontier:
+        name = frontier.pop()
+        if name not in graph.users or name in claimed or name in graph.outputs:
+            continue
+        try:
+            node = graph.node(name)
+        except KeyError:
+            continue  # a placeholder
+        if len(graph.users.get(name, [])) != 1 or not fusable_pointwise(node) or node.info is None:
+            continue
+        if tuple(node.info.shape) != tuple(shape) and not broadcastable(node.info.shape, shape):
+            continue
+        chain.append(name)
+        frontier.extend(v for v in node_inputs(node) if v in graph.values)
+    return chain

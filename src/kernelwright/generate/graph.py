@@ -1,0 +1,256 @@
+"""The reference as a graph: ``torch.export`` of the problem's ``Model`` on its own inputs, decomposed to core aten.
+
+Capture runs the problem's code in this process (it is the user's own, trusted code; candidates never run here).
+Export traces with fake tensors, so the problem's full sizes cost nothing. What the templates need is kept in a
+small, inspectable form: every value's shape/dtype, the aten operator of every node, which placeholders are
+parameters (and their ``state_dict`` names) and which are the forward's inputs, plus the source pieces of the problem
+module from which a readable ``ModelNew`` file is built (its imports, constants and ``Model.__init__``).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelwright.errors import InputError
+from kernelwright.problem.files import ProblemFile, import_from_path, read_problem
+
+log = logging.getLogger(__name__)
+
+_NO_OPS = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorInfo:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    stride: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    @property
+    def is_contiguous(self) -> bool:
+        expected, step = [], 1
+        for size in reversed(self.shape):
+            expected.append(step)
+            step *= max(size, 1)
+        return all(s == e or size == 1 for s, e, size in zip(self.stride, reversed(expected), self.shape))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Node:
+    """One aten call of the graph."""
+
+    name: str
+    op: str  # the overload packet's name: "add", "_softmax", "addmm", "getitem", ...
+    target: Any  # the OpOverload (or operator.getitem)
+    args: tuple[Any, ...]  # values are `Ref`s where they name another node or a placeholder
+    kwargs: dict[str, Any]
+    info: TensorInfo | None  # None for multi-output nodes (their getitems carry the infos)
+    is_pointwise: bool
+    is_view: bool
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to a graph value (a node's result or a placeholder) inside another node's arguments."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(kw_only=True)
+class ProblemGraph:
+    problem: ProblemFile
+    nodes: list[Node]
+    values: dict[str, TensorInfo]  # every tensor value: placeholders and single-output nodes
+    parameters: dict[str, str]  # placeholder -> state_dict key (parameters, buffers)
+    inputs: list[str]  # the forward's tensor inputs, in order (placeholder names)
+    input_positions: list[int]  # where each of them sits in the forward's argument list
+    n_forward_args: int
+    outputs: list[str]  # the graph's output values, in order
+    module_prelude: str  # imports and constants of the problem module, as source
+    init_source: str  # Model.__init__ (and helpers the class defines), renamed to ModelNew
+    returns_tuple: bool  # forward returns a tuple/list (else one tensor)
+    users: dict[str, list[str]] = field(default_factory=dict)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def info(self, name: str) -> TensorInfo:
+        return self.values[name]
+
+    def consumers(self, name: str) -> list[Node]:
+        return [self.node(n) for n in self.users.get(name, [])]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+
+def _info(value: Any) -> TensorInfo | None:
+    if isinstance(value, torch.Tensor):
+        return TensorInfo(shape=tuple(int(s) for s in value.shape), dtype=value.dtype,
+                          stride=tuple(int(s) for s in value.stride()))
+    return None
+
+
+def _convert(arg: Any) -> Any:
+    if isinstance(arg, torch.fx.Node):
+        return Ref(arg.name)
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_convert(a) for a in arg)
+    return arg
+
+
+def _model_source(problem: ProblemFile) -> tuple[str, str]:
+    """The problem module's prelude (everything but Model, get_inputs, get_init_inputs) and Model's class body
+    without forward, renamed to ModelNew — so a generated candidate builds exactly the reference's parameters,
+    in the same order, under the same seed."""
+    tree = ast.parse(problem.source)
+    prelude: list[str] = []
+    init = ""
+    for stmt in tree.body:
+        segment = ast.get_source_segment(problem.source, stmt) or ""
+        if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
+            body = [s for s in stmt.body if not (isinstance(s, ast.FunctionDef) and s.name == "forward")
+                    and not (isinstance(s, ast.Expr) and isinstance(getattr(s, "value", None), ast.Constant))]
+            lines = []
+            for s in body:
+                text = ast.get_source_segment(problem.source, s, padded=True) or ""
+                lines.append(text.replace("super(Model, self)", "super(ModelNew, self)"))
+            init = "\n".join(lines)
+        elif isinstance(stmt, ast.FunctionDef) and stmt.name in ("get_inputs", "get_init_inputs"):
+            continue
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+            continue  # the problem's docstring
+        else:
+            prelude.append(segment)
+    return "\n".join(prelude), init
+
+
+def capture(problem_path: str | Path, *, seed: int = 0) -> ProblemGraph:
+    """Export the problem's reference and describe its graph. Raises :class:`InputError` (one line, naming what
+    failed and what to do) when the reference cannot be captured."""
+    problem = read_problem(problem_path)
+    module = import_from_path(problem.path, "kernelwright_captured_problem")
+    torch.manual_seed(seed)
+    init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+    torch.manual_seed(seed)
+    try:
+        model = module.Model(*init)
+    except Exception as exc:
+        raise InputError(f"problem {problem.path.name}: Model(*get_init_inputs()) raised "
+                         f"{type(exc).__name__}: {exc}") from None
+    torch.manual_seed(seed)
+    args = list(module.get_inputs())
+    try:
+        exported = torch.export.export(model, tuple(args))
+        exported = exported.run_decompositions()
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InputError(f"problem {problem.path.name}: its graph cannot be captured with torch.export "
+                         f"({type(exc).__name__}: {first[:200]}); use --generator llm for such problems") from None
+
+    signature = exported.graph_signature
+    parameters: dict[str, str] = {}
+    user_inputs: list[str] = []
+    for spec in signature.input_specs:
+        kind = spec.kind.name
+        if kind in ("PARAMETER", "BUFFER"):
+            parameters[spec.arg.name] = spec.target
+        elif kind == "CONSTANT_TENSOR":
+            raise InputError(f"problem {problem.path.name}: its forward creates a tensor constant "
+                             f"({spec.target}); register it as a buffer in __init__ so templates can read it")
+        elif kind == "USER_INPUT" and hasattr(spec.arg, "name"):
+            user_inputs.append(spec.arg.name)
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    if len(positions) != len(user_inputs):
+        raise InputError(f"problem {problem.path.name}: the exported graph takes {len(user_inputs)} tensor "
+                         f"inputs but get_inputs() returns {len(positions)} tensors; non-tensor inputs that change "
+                         "the graph are not supported by the templates")
+
+    values: dict[str, TensorInfo] = {}
+    nodes: list[Node] = []
+    outputs: list[str] = []
+    for fx_node in exported.graph_module.graph.nodes:
+        if fx_node.op == "placeholder":
+            info = _info(fx_node.meta.get("val"))
+            if info is not None:
+                values[fx_node.name] = info
+        elif fx_node.op == "call_function":
+            target = fx_node.target
+            op = getattr(getattr(target, "overloadpacket", None), "__name__", getattr(target, "__name__", str(target)))
+            if op in _NO_OPS:
+                continue
+            tags = getattr(target, "tags", ())
+            info = _info(fx_node.meta.get("val"))
+            if info is not None:
+                values[fx_node.name] = info
+            nodes.append(Node(
+                name=fx_node.name,
+                op=op,
+                target=target,
+                args=tuple(_convert(a) for a in fx_node.args),
+                kwargs={k: _convert(v) for k, v in fx_node.kwargs.items()},
+                info=info,
+                is_pointwise=torch.Tag.pointwise in tags,
+                is_view=bool(getattr(target, "is_view", False)),
+            ))
+        elif fx_node.op == "output":
+            outputs = [a.name for a in fx_node.args[0] if isinstance(a, torch.fx.Node)]
+    prelude, init_source = _model_source(problem)
+    out_spec = getattr(exported.call_spec, "out_spec", None)
+    returns_tuple = bool(out_spec is not None and getattr(out_spec, "type", None) in (tuple, list))
+    graph = ProblemGraph(problem=problem, nodes=nodes, values=values, parameters=parameters, inputs=user_inputs,
+                         input_positions=positions, n_forward_args=len(args), outputs=outputs,
+                         module_prelude=prelude, init_source=init_source, returns_tuple=returns_tuple)
+    graph.users = _users(nodes)
+    return graph
+
+
+def _refs(value: Any) -> Iterator[str]:
+    if isinstance(value, Ref):
+        yield value.name
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _refs(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _refs(v)
+
+
+def node_inputs(node: Node) -> list[str]:
+    """Names of the values a node reads, in argument order, without repeats."""
+    seen: list[str] = []
+    for name in _refs((node.args, node.kwargs)):
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def _users(nodes: Sequence[Node]) -> dict[str, list[str]]:
+    users: dict[str, list[str]] = {}
+    for node in nodes:
+        for name in node_inputs(node):
+            users.setdefault(name, []).append(node.name)
+    return users

@@ -1,0 +1,82 @@
+"""Splitting the captured graph into groups, one template family each; what no family claims stays in PyTorch."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kernelwright.generate.families.base import Family, Group
+from kernelwright.generate.graph import ProblemGraph
+
+log = logging.getLogger(__name__)
+
+# Claim order: the families whose anchors bound the problem first (they absorb their prologues and epilogues),
+# pointwise last (it takes what is left). Module path : class name.
+FAMILY_CLASSES = (
+    "kernelwright.generate.families.attention:AttentionFamily",
+    "kernelwright.generate.families.gemm:GemmFamily",
+    "kernelwright.generate.families.conv:ConvFamily",
+    "kernelwright.generate.families.reduction:ReductionFamily",
+    "kernelwright.generate.families.scan:ScanFamily",
+    "kernelwright.generate.families.pointwise:PointwiseFamily",
+)
+
+# Operators that only re-describe memory or do nothing: leaving them to PyTorch costs no kernel.
+_FREE = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
+         "select", "slice", "alias", "detach", "getitem", "split", "split_with_sizes", "unbind", "as_strided",
+         "_reshape_alias"}
+
+
+def load_families(names: Sequence[str] | None = None) -> list[Family]:
+    """The template families, in claim order (those not importable are skipped, with a log line)."""
+    families: list[Family] = []
+    for spec in FAMILY_CLASSES:
+        module_name, _, cls_name = spec.partition(":")
+        try:
+            family = getattr(importlib.import_module(module_name), cls_name)()
+        except (ImportError, AttributeError) as exc:
+            log.info("template family %s unavailable: %s", spec, exc)
+            continue
+        if names is None or family.name in names:
+            families.append(family)
+    return families
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    graph: ProblemGraph
+    groups: tuple[Group, ...]
+    uncovered: tuple[str, ...]  # nodes left to PyTorch that do real work (views and getitems excluded)
+
+    @property
+    def fully_covered(self) -> bool:
+        return not self.uncovered
+
+    def describe(self) -> list[str]:
+        lines = [f"group {i}: {g.family} — {', '.join(self.graph.node(n).op for n in g.nodes)}"
+                 for i, g in enumerate(self.groups)]
+        if self.uncovered:
+            ops = sorted({self.graph.node(n).op for n in self.uncovered})
+            lines.append(f"left to PyTorch: {', '.join('aten.' + o for o in ops)}")
+        return lines
+
+
+def plan(graph: ProblemGraph, families: Sequence[Family] | None = None) -> Plan:
+    families = list(families) if families is not None else load_families()
+    claimed: set[str] = set()
+    groups: list[Group] = []
+    for family in families:
+        for node in graph.nodes:
+            if node.name in claimed:
+                continue
+            group = family.claim(graph, node, claimed)
+            if group is None:
+                continue
+            groups.append(group)
+            claimed.update(group.nodes)
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    groups.sort(key=lambda g: order[g.nodes[0]])
+    uncovered = tuple(n.name for n in graph.nodes if n.name not in claimed and n.op not in _FREE)
+    return Plan(graph=graph, groups=tuple(groups), uncovered=uncovered)
