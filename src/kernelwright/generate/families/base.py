@@ -40,14 +40,26 @@ class Rendered:
 Config = Mapping[str, Any]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Policy:
+    """The precision policy: an fp32 problem gets fp32 math unless the user allowed TF32 or half precision."""
+
+    allow_tf32: bool = False
+    allow_reduced_precision: bool = False
+
+
+DEFAULT_POLICY = Policy()
+
+
 class Family(Protocol):
     name: str
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
         """A group anchored at ``node`` (not yet claimed by another family), or None."""
 
-    def space(self, graph: ProblemGraph, group: Group, arch: str) -> list[Config]:
-        """Configurations worth timing on ``arch``; the first is the default (what runs without a GPU)."""
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        """Configurations worth timing on ``arch`` under ``policy``; the first is the default (what runs without a
+        GPU)."""
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
         """Source for one configuration; names it defines start with ``ident``."""

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 
 from kernelwright.generate import expr
 from kernelwright.generate.families.base import (
+    DEFAULT_POLICY,
     Config,
     Group,
+    Policy,
     Rendered,
     broadcastable,
     fusable_pointwise,
@@ -114,7 +116,7 @@ class PointwiseFamily:
             return None
         return group
 
-    def space(self, graph: ProblemGraph, group: Group, arch: str) -> list[Config]:
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
         # Memory-bound: enough bytes in flight per SM matters most. The default is a lead until timed.
         return [{"BLOCK": b, "num_warps": w} for b, w in ((1024, 4), (2048, 8), (4096, 8), (512, 4), (1024, 8))]
 
