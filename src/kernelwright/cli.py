@@ -20,6 +20,7 @@ from kernelwright.errors import KernelwrightError
 
 # subcommand -> module that implements it (imported only when chosen)
 COMMANDS: dict[str, str] = {
+    "optimize": "kernelwright.search.cli",
     "verify": "kernelwright.verify.cli",
     "inspect": "kernelwright.inspect.cli",
     "hw": "kernelwright.hardware.cli",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,8 +165,10 @@ def capture(problem_path: str | Path, *, seed: int = 0) -> ProblemGraph:
     torch.manual_seed(seed)
     args = list(module.get_inputs())
     try:
-        exported = torch.export.export(model, tuple(args))
-        exported = exported.run_decompositions()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # export's own deprecation notices are not the user's business
+            exported = torch.export.export(model, tuple(args))
+            exported = exported.run_decompositions()
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise InputError(f"problem {problem.path.name}: its graph cannot be captured with torch.export "

@@ -18,6 +18,7 @@ JOBS: dict[str, str] = {
     "reference": "kernelwright.verify.reference:run_reference_job",
     "candidate": "kernelwright.verify.candidate:run_candidate_job",
     "baseline": "kernelwright.verify.baseline:run_baseline_job",
+    "tune": "kernelwright.search.worker:run_tune_job",
 }
 
 

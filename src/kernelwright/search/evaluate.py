@@ -1,0 +1,104 @@
+"""Evaluators for the search: how candidates are timed and verified on a GPU, and verified alone on the CPU."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelwright.config import config
+from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
+from kernelwright.search.optimize import Candidate, Outcome
+from kernelwright.verify.records import Verdict, VerifyOptions
+
+log = logging.getLogger(__name__)
+
+MAX_WORKER_RESTARTS = 3
+
+
+def _options(policy: Policy, **extra: object) -> VerifyOptions:
+    return VerifyOptions(allow_tf32=policy.allow_tf32, allow_reduced_precision=policy.allow_reduced_precision,
+                         **extra)  # type: ignore[arg-type]
+
+
+@dataclass
+class CpuEvaluator:
+    """No GPU: nothing is timed; the verifier proves correctness under the Triton interpreter and compiles the
+    kernels for ``arch`` for the instruction summary."""
+
+    problem: Path
+    arch: str
+    policy: Policy = DEFAULT_POLICY
+    timed: bool = False
+
+    def time(self, candidates: Sequence[Candidate]) -> Iterator[Outcome]:
+        return iter(())
+
+    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
+        from kernelwright.verify.verifier import verify
+
+        return verify(self.problem, candidate.path, _options(self.policy, device="cpu", inspect_archs=(self.arch,)))
+
+
+@dataclass
+class GpuEvaluator:
+    """Times candidates in one long-lived worker process (replaced if a CUDA error kills it); verifies with the
+    full protocol."""
+
+    problem: Path
+    policy: Policy = DEFAULT_POLICY
+    seed: int = 0
+    timed: bool = True
+
+    def time(self, candidates: Sequence[Candidate]) -> Iterator[Outcome]:
+        from kernelwright.verify.isolate import run_child
+
+        pending = list(candidates)
+        restarts = 0
+        while pending and restarts <= MAX_WORKER_RESTARTS:
+            workdir = Path(tempfile.mkdtemp(prefix="kernelwright-tune-"))
+            spec = {
+                "problem": str(self.problem),
+                "device": "cuda",
+                "seed": self.seed,
+                "allow_tf32": self.policy.allow_tf32,
+                "candidates": [[c.index, str(c.path)] for c in pending],
+                "n_sets": 2,
+                "timing": {"min_reps": config.timing_min_reps, "max_reps": config.timing_max_reps,
+                           "target_ms": min(config.timing_target_ms, 200.0), "warmup_ms": config.timing_warmup_ms},
+            }
+            env = {"TRITON_CACHE_DIR": str(Path(config.cache_dir) / "triton")}
+            try:
+                run = run_child("tune", spec, workdir=workdir, timeout_s=config.timeout_s, env_extra=env)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+            by_index = {c.index: c for c in pending}
+            finished = set()
+            for message in run.events("tuned"):
+                candidate = by_index.get(message["index"])
+                if candidate is None:
+                    continue
+                finished.add(candidate.index)
+                if message.get("ok"):
+                    yield Outcome(candidate=candidate, status="timed",
+                                  median_ms=message["measurement"]["median_ms"])
+                else:
+                    yield Outcome(candidate=candidate, status="wrong" if "wrong output" in message.get("error", "")
+                                  else "failed", error=message.get("error"))
+            started = [m["index"] for m in run.events("tune_start")]
+            if started and started[-1] not in finished and not run.finished:
+                # The worker died inside this candidate (a crash or a hang): charge it to the candidate.
+                culprit = by_index[started[-1]]
+                finished.add(culprit.index)
+                yield Outcome(candidate=culprit, status="failed", error=f"the tuning worker {run.describe_exit()}")
+            pending = [c for c in pending if c.index not in finished]
+            restarts += 1
+
+    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
+        from kernelwright.verify.verifier import verify
+
+        return verify(self.problem, candidate.path,
+                      _options(self.policy, device="cuda", compile_baseline=compile_baseline))

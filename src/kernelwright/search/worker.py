@@ -1,0 +1,79 @@
+"""The tuning worker: one long-lived GPU process that times many template candidates (issue 5, "Tuning").
+
+Started as the verifier's child job ``tune`` (same isolation: its own session, scrubbed environment, scratch
+directory). It builds the reference once, then for each candidate file: imports it under a fresh module name,
+builds ``ModelNew`` with the reference's weights, checks one output against the reference (a sanity check, not the
+verdict: finalists get the full protocol afterwards), and times it with the verifier's own timing. Each result is
+reported as it is measured. A CUDA error leaves the context unusable: the worker reports it and exits, and the
+parent starts a fresh worker for the candidates left.
+
+Only kernelwright's own template candidates are timed here, alongside the reference; any other code is judged by
+``kernelwright verify`` alone, where the reference never shares its process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelwright.verify import runtime
+from kernelwright.verify.child import Channel, short_traceback
+
+
+def run_tune_job(spec: dict[str, Any], channel: Channel) -> None:
+    runtime.quiet_warnings()
+    import torch
+
+    from kernelwright.problem.files import import_from_path
+    from kernelwright.verify import compare, tensors
+    from kernelwright.verify.candidate import classify_exception
+    from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
+    from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
+
+    device = runtime.device_of(spec["device"])
+    runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
+    clock = Clock.capture()
+    seed = int(spec["seed"])
+    problem = import_from_path(spec["problem"], PROBLEM_MODULE)
+    init = make_init_inputs(problem, seed)
+    torch.manual_seed(seed)
+    reference = problem.Model(*init).to(device)
+    state = reference.state_dict()
+    sets = [tensors.to_device(make_inputs(problem, seed + i), device) for i in range(int(spec.get("n_sets", 2)))]
+    with torch.no_grad():
+        expected = [o.detach().cpu() for o in tensors.flatten_outputs(reference(*sets[0]))]
+    del reference
+    flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
+    timing = spec["timing"]
+
+    for index, path in spec["candidates"]:
+        channel.send("tune_start", index=index)
+        try:
+            module = import_from_path(path, f"kernelwright_tuned_{index}")
+            torch.manual_seed(seed)
+            model = module.ModelNew(*init).to(device)
+            model.load_state_dict(state)
+
+            def call(i: int, model: Any = model) -> Any:
+                with torch.no_grad():
+                    return model(*sets[i])
+
+            got = [o.detach().cpu() for o in tensors.flatten_outputs(call(0))]
+            problems = compare.structure_problems(got, expected, device.type)
+            wrong = problems[0] if problems else next(
+                (c.reason for g, e in zip(got, expected) if not (c := compare.compare(
+                    g, e, None, mode=compare.KERNELBENCH)).ok), None)
+            if wrong:
+                channel.send("tuned", index=index, ok=False, error=f"wrong output: {wrong}")
+                continue
+            m, _ = measure(call, len(sets), clock, device=device, min_reps=int(timing["min_reps"]),
+                           max_reps=int(timing["max_reps"]), target_ms=float(timing["target_ms"]),
+                           warmup_ms=float(timing["warmup_ms"]), flush=flush)
+            channel.send("tuned", index=index, ok=True, measurement=m.to_json())
+        except Exception as exc:
+            status, code = classify_exception(exc)
+            channel.send("tuned", index=index, ok=False, error=f"{status}: {type(exc).__name__}: {exc}"[:500],
+                         detail=short_traceback(exc))
+            if code == "cuda-error":
+                return  # the context is gone: the parent restarts a worker for the rest
+        finally:
+            torch.cuda.empty_cache()

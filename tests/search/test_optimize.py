@@ -1,0 +1,145 @@
+"""kernelwright optimize: end to end on the CPU, and the search's budget and Ctrl-C behaviour with a stub timer."""
+
+from __future__ import annotations
+
+import csv
+import json
+import textwrap
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from kernelwright.cli import main
+from kernelwright.errors import InputError
+from kernelwright.records import Status
+from kernelwright.search.optimize import Candidate, Outcome, optimize
+from kernelwright.verify.records import Verdict
+
+PROBLEM = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x, y):
+        return F.gelu(x + self.bias) * y + 1.0
+
+
+rows = 48
+features = 200
+
+
+def get_inputs():
+    return [torch.randn(rows, features), torch.randn(rows, features)]
+
+
+def get_init_inputs():
+    return [features]
+"""
+
+
+@pytest.fixture
+def problem(tmp_path: Path) -> Path:
+    path = tmp_path / "bias_gelu_mul.py"
+    path.write_text(textwrap.dedent(PROBLEM))
+    return path
+
+
+def test_cpu_run_proves_the_default_candidate_and_says_nothing_was_timed(problem: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    code = main(["optimize", str(problem), "--out", str(out), "--device", "cpu"])
+    assert code == 0
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["status"] == "passed" and verdict["timing"] == {}
+    assert any(k["arch"] == "sm_90a" for k in verdict["instructions"])
+    best = (out / "best.py").read_text()
+    assert "class ModelNew(nn.Module)" in best and "@triton.jit" in best
+    assert "self.bias = nn.Parameter(torch.randn(features))" in best  # the reference's own __init__
+    rows = list(csv.DictReader((out / "candidates.csv").open()))
+    assert rows[0]["status"] == "passed" and rows[0]["families"] == "pointwise"
+    report = (out / "report.md").read_text()
+    assert "Nothing was timed" in report and "group 0: pointwise" in report
+
+
+def test_a_problem_no_template_covers_is_a_clear_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "sort_problem.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.sort(x, dim=-1).values
+
+        def get_inputs():
+            return [torch.randn(8, 16)]
+
+        def get_init_inputs():
+            return []
+    """))
+    with pytest.raises(InputError, match=r"no template covers .*aten sort.*--generator llm"):
+        optimize(path, out_dir=tmp_path / "run", device="cpu")
+
+
+@dataclass
+class StubEvaluator:
+    """Times candidates from a table instead of a GPU; can run out the budget or raise KeyboardInterrupt."""
+
+    times: dict[int, float]
+    clock: list[float]
+    interrupt_after: int | None = None
+    step_s: float = 10.0
+    timed: bool = True
+    seen: list[int] = field(default_factory=list)
+    verified: list[int] = field(default_factory=list)
+
+    def time(self, candidates: Sequence[Candidate]) -> Iterator[Outcome]:
+        for c in candidates:
+            if self.interrupt_after is not None and len(self.seen) >= self.interrupt_after:
+                raise KeyboardInterrupt
+            self.seen.append(c.index)
+            self.clock[0] += self.step_s
+            yield Outcome(candidate=c, status="timed", median_ms=self.times.get(c.index, 1.0))
+
+    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
+        self.verified.append(candidate.index)
+        return Verdict(status=Status.PASSED, message="stub pass", clean=True, problem="p", candidate=str(candidate.path),
+                       problem_sha256="", candidate_sha256="", seed=0, device={"type": "stub"}, tolerance={},
+                       timing={"candidate": {"median_ms": self.times.get(candidate.index, 1.0)}})
+
+
+def _fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    clock = [1000.0]
+    import kernelwright.search.optimize as opt
+
+    monkeypatch.setattr(opt.time, "monotonic", lambda: clock[0])
+    return clock
+
+
+def test_tuning_stops_when_the_budget_is_spent(problem: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _fake_clock(monkeypatch)
+    stub = StubEvaluator(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=10.0)
+    result = optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=40.0, evaluator=stub)
+    # 75% of 40 s for tuning at 10 s per candidate: the search stops after the third timing.
+    assert stub.seen == [0, 1, 2]
+    assert result.best is not None and result.best.candidate.index == 2
+    assert stub.verified == [2]  # the fastest finalist passed first
+    assert (tmp_path / "run" / "best.py").read_text() == result.best.candidate.path.read_text()
+
+
+def test_ctrl_c_keeps_the_best_so_far(problem: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _fake_clock(monkeypatch)
+    stub = StubEvaluator(times={0: 2.0, 1: 0.7, 2: 1.0}, clock=clock, interrupt_after=3, step_s=1.0)
+    result = optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=3600.0, evaluator=stub)
+    assert result.interrupted
+    assert result.best is not None and result.best.candidate.index == 1 and result.best.verdict is None
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "interrupted" in report and "not verified" in report
+    assert (tmp_path / "run" / "best.py").exists() and not (tmp_path / "run" / "verdict.json").exists()
