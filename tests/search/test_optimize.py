@@ -143,3 +143,39 @@ def test_ctrl_c_keeps_the_best_so_far(problem: Path, tmp_path: Path, monkeypatch
     report = (tmp_path / "run" / "report.md").read_text()
     assert "interrupted" in report and "not verified" in report
     assert (tmp_path / "run" / "best.py").exists() and not (tmp_path / "run" / "verdict.json").exists()
+
+
+def test_reduced_sizes_keep_relations_and_a_runnable_reference(tmp_path: Path) -> None:
+    from kernelwright.problem.files import read_problem
+    from kernelwright.problem.sizes import reduced_sizes
+
+    path = tmp_path / "mha_like.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, hidden, heads):
+                super().__init__()
+                self.proj = nn.Linear(hidden, hidden)
+                self.heads = heads
+
+            def forward(self, x):
+                b, t, h = x.shape
+                return self.proj(x).view(b, t, self.heads, h // self.heads).softmax(-1)
+
+        batch = 8
+        tokens = 512
+        hidden = 1024
+        heads = 16
+
+        def get_inputs():
+            return [torch.randn(batch, tokens, hidden)]
+
+        def get_init_inputs():
+            return [hidden, heads]
+    """))
+    overrides = reduced_sizes(read_problem(path), max_elements=1 << 16)
+    assert overrides and "heads" not in overrides and "batch" not in overrides  # structure, not size
+    assert overrides["tokens"] * overrides["hidden"] * 8 <= 1 << 16
+    assert 1024 // overrides["hidden"] == 512 // overrides["tokens"]  # one common factor

@@ -33,14 +33,19 @@ class CpuEvaluator:
     arch: str
     policy: Policy = DEFAULT_POLICY
     timed: bool = False
+    max_elements: int = 1 << 18  # inputs larger than this are checked at reduced sizes (the interpreter is slow)
 
     def time(self, candidates: Sequence[Candidate]) -> Iterator[Outcome]:
         return iter(())
 
     def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
+        from kernelwright.problem.files import read_problem
+        from kernelwright.problem.sizes import reduced_sizes
         from kernelwright.verify.verifier import verify
 
-        return verify(self.problem, candidate.path, _options(self.policy, device="cpu", inspect_archs=(self.arch,)))
+        overrides = reduced_sizes(read_problem(self.problem), max_elements=self.max_elements)
+        return verify(self.problem, candidate.path, _options(self.policy, device="cpu", inspect_archs=(self.arch,),
+                                                             size_overrides=overrides or None))
 
 
 @dataclass

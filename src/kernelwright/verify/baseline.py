@@ -16,6 +16,7 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
     runtime.quiet_warnings()
     import torch
 
+    from kernelwright.problem import sizes
     from kernelwright.problem.files import import_from_path
     from kernelwright.verify import tensors
     from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs
@@ -27,6 +28,7 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
     shared = Path(spec["shared_dir"])
     timing = spec["timing"]
     module = import_from_path(spec["problem"], PROBLEM_MODULE)
+    sizes.apply(module, spec.get("size_overrides") or {})
     init_inputs = make_init_inputs(module, int(spec["init_seed"]))
     state = torch.load(shared / "state.pt", map_location="cpu", weights_only=True)
     sets = [tensors.to_device(tensors.load(shared / f"inputs-{i}.pt"), device) for i in spec["input_sets"]]

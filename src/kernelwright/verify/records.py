@@ -28,6 +28,7 @@ class VerifyOptions:
     shape_trial: bool = True  # a second shape where the problem's size globals allow
     inspect_archs: tuple[str, ...] | None = None  # archs to cross-compile Triton kernels for (None: config.arch)
     timeout_s: float | None = None
+    size_overrides: Mapping[str, int] | None = None  # the problem's size constants, changed (a smaller CPU check)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +80,7 @@ class Verdict:
     stderr_tail: str = ""
     duration_s: float = 0.0
     kernelwright_version: str = ""
+    size_overrides: Mapping[str, int] = field(default_factory=dict)  # sizes the problem was checked at, if changed
 
     @property
     def passed(self) -> bool:
@@ -114,6 +116,7 @@ class Verdict:
             "stderr_tail": self.stderr_tail,
             "duration_s": self.duration_s,
             "kernelwright_version": self.kernelwright_version,
+            "size_overrides": dict(self.size_overrides),
         }
 
     @classmethod
@@ -144,4 +147,5 @@ class Verdict:
             stderr_tail=data.get("stderr_tail", ""),
             duration_s=float(data.get("duration_s", 0.0)),
             kernelwright_version=data.get("kernelwright_version", ""),
+            size_overrides=dict(data.get("size_overrides") or {}),
         )

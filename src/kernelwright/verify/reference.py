@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
 from kernelwright.verify import roofline, runtime, tensors, trials
 from kernelwright.verify.child import Channel, JobFailure, short_traceback
@@ -171,6 +172,7 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
         raise _problem_failure("importing the problem", exc) from exc
     if not isinstance(getattr(module, "Model", None), type):
         raise JobFailure("problem_error", "problem-error", "the problem defines no class Model")
+    sizes.apply(module, spec.get("size_overrides") or {})
 
     init_inputs = make_init_inputs(module, init_seed)
     torch.manual_seed(init_seed)

@@ -78,6 +78,9 @@ def render(verdict: Verdict) -> str:
     rows.append(("candidate", verdict.candidate))
     rows.append(("device", _device_line(dict(verdict.device))))
     rows.append(("seed", f"{verdict.seed} (replay with --seed {verdict.seed})"))
+    if verdict.size_overrides:
+        rows.append(("sizes", "checked at reduced sizes: " + ", ".join(
+            f"{k}={v}" for k, v in verdict.size_overrides.items())))
     rows.append(("trials", _trials_line(verdict)))
     error = _error_line(verdict)
     if error:

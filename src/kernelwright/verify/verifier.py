@@ -123,7 +123,7 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
         problem=str(problem_file.path), candidate=str(candidate_file.path),
         problem_sha256=problem_file.sha256, candidate_sha256=candidate_file.sha256, seed=seed,
         device={"type": device}, tolerance={"mode": opts.tolerance, "factor": factor},
-        kernelwright_version=__version__,
+        kernelwright_version=__version__, size_overrides=dict(opts.size_overrides or {}),
     )
     structural = candidate_file.problem_with_structure
     if structural:
@@ -228,7 +228,8 @@ class _Verification:
             "shared_dir": str(self.shared),
             "private_dir": str(self.private),
             "allow_tf32": self.opts.allow_tf32,
-            "size_globals": self.problem.size_globals,
+            "size_globals": {**self.problem.size_globals, **dict(self.opts.size_overrides or {})},
+            "size_overrides": dict(self.opts.size_overrides or {}),
         }
         run = self._run("reference", spec)
         error = run.last("error")
@@ -574,6 +575,7 @@ class _Verification:
             "shared_dir": str(self.shared),
             "input_sets": list(range(n_sets)),
             "allow_tf32": self.opts.allow_tf32,
+            "size_overrides": dict(self.opts.size_overrides or {}),
             "variants": variants,
             "timing": {
                 "min_reps": config.timing_min_reps,

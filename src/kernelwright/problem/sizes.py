@@ -1,0 +1,77 @@
+"""Smaller versions of a problem, for proving candidates on the CPU.
+
+KernelBench problems size themselves with module-level integer constants (``batch_size = 4096``). Under the Triton
+interpreter a realistic GPU size can take hours, so the CPU path of ``optimize`` checks the same problem with every
+large constant divided by one common factor — the relations between them (``hidden = heads * head_dim``, square
+matrices) survive — chosen as the smallest factor that brings the inputs under an element budget and still lets
+the reference run. Candidates must be shape-generic anyway: the verifier also runs a second shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kernelwright.problem.files import ProblemFile, import_from_path
+
+log = logging.getLogger(__name__)
+
+SHRINKABLE_MIN = 64  # constants below this are structure (heads, kernel sizes, groups), not size
+FACTORS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _shrink(value: int, factor: int) -> int:
+    if value < SHRINKABLE_MIN or factor == 1:
+        return value
+    return max(8, value // factor)
+
+
+def apply(module: Any, overrides: Mapping[str, int]) -> None:
+    for name, value in overrides.items():
+        setattr(module, name, int(value))
+
+
+def _input_elements(module: Any) -> int:
+    import torch
+
+    torch.manual_seed(0)
+    total = 0
+    for value in module.get_inputs():
+        if isinstance(value, torch.Tensor):
+            total += value.numel()
+    return total
+
+
+def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18) -> dict[str, int]:
+    """Overrides for the problem's size constants that bring its inputs to at most ``max_elements`` elements and
+    keep the reference runnable and finite; {} if it is small already or no factor works."""
+    import torch
+
+    module = import_from_path(problem.path, "kernelwright_sized_problem")
+    original = dict(problem.size_globals)
+    try:
+        if _input_elements(module) <= max_elements:
+            return {}
+        for factor in FACTORS[1:]:
+            overrides = {k: _shrink(v, factor) for k, v in original.items() if _shrink(v, factor) != v}
+            if not overrides:
+                continue
+            apply(module, {**original, **overrides})
+            try:
+                if _input_elements(module) > max_elements:
+                    continue
+                torch.manual_seed(0)
+                init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+                model = module.Model(*init)
+                torch.manual_seed(0)
+                with torch.no_grad():
+                    out = model(*module.get_inputs())
+                outs = out if isinstance(out, (tuple, list)) else [out]
+                if all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs):
+                    return overrides
+            except Exception as exc:  # this factor breaks the problem: try the next
+                log.info("sizes divided by %d do not work for %s: %s", factor, problem.path.name, exc)
+        return {}
+    finally:
+        apply(module, original)
