@@ -22,7 +22,7 @@ CLASSIFIED = {
     "BAR.SYNC.DEFER_BLOCKING": "barrier", "SHFL.BFLY": "warp", "VOTE.ANY": "warp", "REDUX.SUM": "warp",
     "ELECT": "warp", "USETMAXREG.DEALLOC.CTAPOOL": "setmaxnreg", "VIMNMX.S32": "dpx", "VIADDMNMX": "dpx",
     "MUFU.EX2": "sfu", "F2FP.BF16.F32.PACK_AB": "convert", "I2F.U32": "convert", "FFMA": "fp32", "FADD2": "fp32",
-    "HFMA2.MMA": "fp16", "HADD2.F32": "fp16", "DFMA": "fp64", "IMAD.WIDE.U32": "int", "UIADD3": "int",
+    "HFMA2.MMA": "move", "HADD2.F32": "fp16", "DFMA": "fp64", "IMAD.WIDE.U32": "int", "UIADD3": "int",
     "ULOP3.LUT": "int", "LOP3.LUT": "int", "UMOV": "move", "S2R": "move", "SEL": "move", "BRA": "control",
     "EXIT": "control", "ATOMG.E.ADD.F32.FTZ.RN": "atomic", "RED.E.ADD": "atomic", "ATOMS.CAS": "atomic",
 }

@@ -1,0 +1,129 @@
+"""Family 3: cumsum and cumprod along the last and an inner dimension, proven under the interpreter on small and
+odd shapes, with fused prologues and epilogues, carries across tiles, and integer and half inputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelwright.records import Status
+
+
+def _families(plan) -> list[str]:
+    return [g.family for g in plan.groups]
+
+
+def _scan_groups(plan):
+    return [g for g in plan.groups if g.family == "scan"]
+
+
+def test_cumsum_rows_carried_across_tiles_and_second_shape(check) -> None:
+    # 2500 columns under the default BLOCK of 1024: three tiles per row, the running total carried twice.
+    plan, verdict = check("cumsum_rows", """
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, dim=-1)
+
+        rows = 17
+        cols = 2500
+
+        def get_inputs():
+            return [torch.randn(rows, cols)]
+
+        def get_init_inputs():
+            return []
+    """)
+    assert _families(plan) == ["scan"] and plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+
+
+@pytest.mark.parametrize("config_index", [0, 4])
+def test_cumprod_with_prologue_and_epilogue(check, config_index: int) -> None:
+    # Config 4 (BLOCK 512) splits the 1000 columns into two tiles: the running product crosses a tile edge.
+    plan, verdict = check(f"cumprod_fused_{config_index}", """
+        class Model(nn.Module):
+            def forward(self, x, y):
+                return torch.sigmoid(torch.cumprod(1.0 + 0.05 * x, dim=1) - y)
+
+        def get_inputs():
+            return [torch.randn(7, 1000), torch.randn(7, 1000)]
+
+        def get_init_inputs():
+            return []
+    """, config_index=config_index, distribution_trials=False)
+    assert _families(plan) == ["scan"] and plan.fully_covered
+    assert len(_scan_groups(plan)[0].nodes) == 5  # mul, add, cumprod, sub, sigmoid
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_cumsum_int32_gives_int64_and_short_rows_share_programs(check) -> None:
+    plan, verdict = check("cumsum_int", """
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, dim=1) * 3
+
+        def get_inputs():
+            return [torch.randint(-1000, 1000, (127, 7), dtype=torch.int32)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert _families(plan) == ["scan"] and plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_cumsum_bf16_accumulates_in_fp32(check) -> None:
+    plan, verdict = check("cumsum_bf16", """
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, dim=-1)
+
+        def get_inputs():
+            return [torch.randn(5, 1000, dtype=torch.bfloat16)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert _families(plan) == ["scan"]
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+@pytest.mark.parametrize("config_index", [0, 2])
+def test_inner_dim_cumsum_with_broadcast_prologue(check, config_index: int) -> None:
+    # Config 2 (COLS 16, BLOCK 1024) gives two column blocks per outer index (20 columns, masked) and two tiles
+    # down the 127 steps (64 each): both the masking and the carried total are exercised.
+    plan, verdict = check(f"cumsum_inner_{config_index}", """
+        class Model(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(features))
+
+            def forward(self, x):
+                return torch.relu(torch.cumsum(x * self.weight, dim=1))
+
+        def get_inputs():
+            return [torch.randn(3, 127, 20)]
+
+        def get_init_inputs():
+            return [20]
+    """, config_index=config_index, distribution_trials=False)
+    assert _families(plan) == ["scan"] and plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_transposed_input_and_one_dimensional_scan(check) -> None:
+    # A non-contiguous operand (read through its strides along the scan) and a rank-1 cumprod; the first dim of
+    # a [1, 7] view and a single row stress the size-1 paths.
+    plan, verdict = check("scan_strided", """
+        class Model(nn.Module):
+            def forward(self, x, v):
+                return torch.cumsum(x.t(), dim=-1), torch.cumprod(v, dim=0), torch.cumsum(x[:1, :7], dim=0)
+
+        def get_inputs():
+            return [torch.randn(40, 33), 1.0 + 0.01 * torch.randn(1000)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert _families(plan).count("scan") == 3
+    assert verdict.status is Status.PASSED, verdict.message
