@@ -37,10 +37,9 @@ def test_cumsum_rows_carried_across_tiles_and_second_shape(check) -> None:
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
 
 
-@pytest.mark.parametrize("config_index", [0, 4])
-def test_cumprod_with_prologue_and_epilogue(check, config_index: int) -> None:
+def test_cumprod_with_prologue_and_epilogue_two_tiles(check) -> None:
     # Config 4 (BLOCK 512) splits the 1000 columns into two tiles: the running product crosses a tile edge.
-    plan, verdict = check(f"cumprod_fused_{config_index}", """
+    plan, verdict = check("cumprod_fused", """
         class Model(nn.Module):
             def forward(self, x, y):
                 return torch.sigmoid(torch.cumprod(1.0 + 0.05 * x, dim=1) - y)
@@ -50,41 +49,28 @@ def test_cumprod_with_prologue_and_epilogue(check, config_index: int) -> None:
 
         def get_init_inputs():
             return []
-    """, config_index=config_index, distribution_trials=False)
+    """, config_index=4, distribution_trials=False)
     assert _families(plan) == ["scan"] and plan.fully_covered
     assert len(_scan_groups(plan)[0].nodes) == 5  # mul, add, cumprod, sub, sigmoid
     assert verdict.status is Status.PASSED, verdict.message
 
 
-def test_cumsum_int32_gives_int64_and_short_rows_share_programs(check) -> None:
-    plan, verdict = check("cumsum_int", """
+def test_int32_to_int64_and_bf16_with_fp32_accumulation(check) -> None:
+    # cumsum of int32 is int64 (exact); a bf16 cumsum over 1000 steps accumulates in fp32. The int rows are
+    # 7 long, so many rows share a program.
+    plan, verdict = check("cumsum_int_bf16", """
         class Model(nn.Module):
-            def forward(self, x):
-                return torch.cumsum(x, dim=1) * 3
+            def forward(self, x, y):
+                return torch.cumsum(x, dim=1) * 3, torch.cumsum(y, dim=-1)
 
         def get_inputs():
-            return [torch.randint(-1000, 1000, (127, 7), dtype=torch.int32)]
+            return [torch.randint(-1000, 1000, (127, 7), dtype=torch.int32),
+                    torch.randn(5, 1000, dtype=torch.bfloat16)]
 
         def get_init_inputs():
             return []
     """, distribution_trials=False)
-    assert _families(plan) == ["scan"] and plan.fully_covered
-    assert verdict.status is Status.PASSED, verdict.message
-
-
-def test_cumsum_bf16_accumulates_in_fp32(check) -> None:
-    plan, verdict = check("cumsum_bf16", """
-        class Model(nn.Module):
-            def forward(self, x):
-                return torch.cumsum(x, dim=-1)
-
-        def get_inputs():
-            return [torch.randn(5, 1000, dtype=torch.bfloat16)]
-
-        def get_init_inputs():
-            return []
-    """, distribution_trials=False)
-    assert _families(plan) == ["scan"]
+    assert _families(plan) == ["scan", "scan"] and plan.fully_covered
     assert verdict.status is Status.PASSED, verdict.message
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from kernelwright.generate.families.base import Config, Family, Rendered
-from kernelwright.generate.graph import Node, Ref, node_inputs
+from kernelwright.generate.graph import Node, ProblemGraph, Ref, Symbol, node_inputs
 from kernelwright.generate.plan import Plan
 
 HEADER_IMPORTS = """\
@@ -47,11 +47,71 @@ def _fmt(value: Any) -> str:
 
 
 def _aten_call(node: Node) -> str:
+    """A node left to PyTorch, with sizes as run-time expressions where the capture was dynamic."""
+    args_in = node.sym_args if node.sym_args is not None else node.args
+    kwargs_in = node.sym_kwargs if node.sym_kwargs is not None else node.kwargs
     if node.target is operator.getitem:
-        return f"{_fmt(node.args[0])}[{_fmt(node.args[1])}]"
+        return f"{_fmt(args_in[0])}[{_fmt(args_in[1])}]"
     target = str(node.target)  # "aten.add.Tensor"
-    args = [_fmt(a) for a in node.args] + [f"{k}={_fmt(v)}" for k, v in node.kwargs.items()]
+    args = [_fmt(a) for a in args_in] + [f"{k}={_fmt(v)}" for k, v in kwargs_in.items()]
     return f"torch.ops.{target}({', '.join(args)})"
+
+
+_INFIX = {operator.mul: "*", operator.add: "+", operator.sub: "-", operator.floordiv: "//",
+          operator.truediv: "/", operator.mod: "%", operator.pow: "**", operator.eq: "==", operator.ne: "!=",
+          operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
+_SIZE_METHODS = {"sym_size": "size", "sym_stride": "stride", "sym_numel": "numel",
+                 "sym_storage_offset": "storage_offset"}
+
+
+def _symbol_expr(symbol: Symbol) -> str:
+    """Python for one symbolic size: ``x.size(1)``, ``a * b``, ``float(a)``; the example's number as a last resort."""
+    target, args = symbol.target, symbol.args
+    packet = getattr(getattr(target, "overloadpacket", None), "__name__", None)
+    if packet in _SIZE_METHODS:
+        rest = ", ".join(_fmt(a) for a in args[1:])
+        return f"{_fmt(args[0])}.{_SIZE_METHODS[packet]}({rest})"
+    if target in _INFIX and len(args) == 2:
+        return f"({_fmt(args[0])} {_INFIX[target]} {_fmt(args[1])})"
+    if target is operator.neg:
+        return f"(-{_fmt(args[0])})"
+    name = getattr(target, "__name__", "")
+    functions = {"sym_float": "float", "sym_int": "int", "sym_max": "max", "sym_min": "min", "sym_not": "not ",
+                 "ceil": "math.ceil", "floor": "math.floor", "sqrt": "math.sqrt"}
+    if name in functions:
+        return f"{functions[name]}({', '.join(_fmt(a) for a in args)})"
+    return repr(symbol.hint)
+
+
+def _symbols_used(value: Any, symbols: Mapping[str, Symbol], out: list[str]) -> None:
+    """Symbols ``value`` refers to, dependencies first."""
+    if isinstance(value, Ref):
+        if value.name in symbols and value.name not in out:
+            for a in symbols[value.name].args:
+                _symbols_used(a, symbols, out)
+            out.append(value.name)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _symbols_used(v, symbols, out)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _symbols_used(v, symbols, out)
+
+
+def _node_symbols(graph: ProblemGraph, node: Node) -> list[str]:
+    found: list[str] = []
+    _symbols_used((node.sym_args or (), node.sym_kwargs or {}), graph.symbols, found)
+    return found
+
+
+def _tensor_refs(args: Any) -> list[str]:
+    found: list[str] = []
+    if isinstance(args, Ref):
+        found.append(args.name)
+    elif isinstance(args, (list, tuple)):
+        for a in args:
+            found += _tensor_refs(a)
+    return found
 
 
 def _schedule(plan: Plan) -> list[tuple[str, Any]]:
@@ -75,7 +135,11 @@ def _schedule(plan: Plan) -> list[tuple[str, Any]]:
     def needs(item: tuple[str, Any]) -> set[str]:
         if item[0] == "group":
             return set(plan.groups[item[1]].inputs)
-        return set(node_inputs(graph.node(item[1])))
+        node = graph.node(item[1])
+        # A size taken from another tensor (x.size(0)) needs that tensor computed first.
+        sized = {r for s in _node_symbols(graph, node) for r in _tensor_refs(graph.symbols[s].args)
+                 if r in graph.values}
+        return set(node_inputs(node)) | sized
 
     ordered: list[tuple[str, Any]] = []
     available = set(graph.values) - {n.name for n in graph.nodes}  # placeholders
@@ -115,6 +179,7 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
             else:
                 body.append(f"{placeholder} = self.get_submodule({fqn.rpartition('.')[0]!r})"
                             f".__getattr__({fqn.rpartition('.')[2]!r})")
+    defined: set[str] = set()  # symbolic sizes written so far
     for kind, ref in _schedule(plan):
         if kind == "group":
             group = plan.groups[ref]
@@ -122,6 +187,10 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
             body.append(f"{targets} = {rendered[ref].launcher}({', '.join(group.inputs)})")
         else:
             node = graph.node(ref)
+            for name in _node_symbols(graph, node):
+                if name not in defined:
+                    defined.add(name)
+                    body.append(f"{name} = {_symbol_expr(graph.symbols[name])}")
             body.append(f"{node.name} = {_aten_call(node)}")
     outputs = ", ".join(graph.outputs)
     body.append(f"return ({outputs},)" if graph.returns_tuple or len(graph.outputs) > 1 else f"return {outputs}")

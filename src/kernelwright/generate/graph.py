@@ -65,6 +65,21 @@ class Node:
     info: TensorInfo | None  # None for multi-output nodes (their getitems carry the infos)
     is_pointwise: bool
     is_view: bool
+    # The arguments with sizes as symbols (Refs into ProblemGraph.symbols) where the capture was dynamic: what the
+    # emitter writes for nodes left to PyTorch, so a reshape follows the run-time shape. Families read `args`,
+    # where every size is the example's number.
+    sym_args: tuple[Any, ...] | None = None
+    sym_kwargs: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Symbol:
+    """A size (or a number computed from sizes) of a dynamic capture: ``x.size(1)``, ``a * b``, ``float(a)``."""
+
+    name: str
+    target: Any  # aten.sym_size.int, operator.mul, torch.sym_float, ...
+    args: tuple[Any, ...]  # Refs to tensors or other symbols, or numbers
+    hint: Any  # its value for the example inputs
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,8 @@ class ProblemGraph:
     module_prelude: str  # imports and constants of the problem module, as source
     init_source: str  # Model.__init__ (and helpers the class defines), renamed to ModelNew
     returns_tuple: bool  # forward returns a tuple/list (else one tensor)
+    symbols: dict[str, Symbol] = field(default_factory=dict)  # sizes of a dynamic capture, in definition order
+    dynamic: bool = False  # sizes were captured as symbols (else every size is a number)
     users: dict[str, list[str]] = field(default_factory=dict)
 
     def node(self, name: str) -> Node:
@@ -108,19 +125,47 @@ class ProblemGraph:
         return iter(self.nodes)
 
 
+def _hint(value: Any) -> Any:
+    """The example's number for a symbolic size (or the number itself)."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return value.node.hint
+    return value
+
+
 def _info(value: Any) -> TensorInfo | None:
     if isinstance(value, torch.Tensor):
-        return TensorInfo(shape=tuple(int(s) for s in value.shape), dtype=value.dtype,
-                          stride=tuple(int(s) for s in value.stride()))
+        return TensorInfo(shape=tuple(int(_hint(s)) for s in value.shape), dtype=value.dtype,
+                          stride=tuple(int(_hint(s)) for s in value.stride()))
     return None
 
 
-def _convert(arg: Any) -> Any:
+def _convert(arg: Any, symbols: dict[str, Symbol] | None = None) -> Any:
+    """Graph arguments as records: nodes become Refs; with ``symbols``, references to symbolic sizes become their
+    example values (the static view templates match against)."""
     if isinstance(arg, torch.fx.Node):
+        if symbols is not None and arg.name in symbols:
+            return symbols[arg.name].hint
         return Ref(arg.name)
     if isinstance(arg, (list, tuple)):
-        return type(arg)(_convert(a) for a in arg)
+        return type(arg)(_convert(a, symbols) for a in arg)
+    if isinstance(arg, dict):
+        return {k: _convert(v, symbols) for k, v in arg.items()}
     return arg
+
+
+def _export(model: torch.nn.Module, args: list[Any]) -> tuple[Any, bool]:
+    """torch.export with every dimension of every tensor input dynamic (so sizes stay symbols that follow the run-time
+    shape), falling back to a static export when that cannot be traced."""
+    from torch.export import Dim
+
+    dynamic = tuple({d: Dim.AUTO for d in range(a.dim())} if isinstance(a, torch.Tensor) else None for a in args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # export's own deprecation notices are not the user's business
+        try:
+            return torch.export.export(model, tuple(args), dynamic_shapes=dynamic).run_decompositions(), True
+        except Exception as exc:
+            log.info("dynamic export failed (%s: %s); exporting with static shapes", type(exc).__name__, exc)
+        return torch.export.export(model, tuple(args)).run_decompositions(), False
 
 
 def _model_source(problem: ProblemFile) -> tuple[str, str]:
@@ -165,10 +210,7 @@ def capture(problem_path: str | Path, *, seed: int = 0) -> ProblemGraph:
     torch.manual_seed(seed)
     args = list(module.get_inputs())
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # export's own deprecation notices are not the user's business
-            exported = torch.export.export(model, tuple(args))
-            exported = exported.run_decompositions()
+        exported, dynamic = _export(model, args)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise InputError(f"problem {problem.path.name}: its graph cannot be captured with torch.export "
@@ -195,6 +237,7 @@ def capture(problem_path: str | Path, *, seed: int = 0) -> ProblemGraph:
     values: dict[str, TensorInfo] = {}
     nodes: list[Node] = []
     outputs: list[str] = []
+    symbols: dict[str, Symbol] = {}
     for fx_node in exported.graph_module.graph.nodes:
         if fx_node.op == "placeholder":
             info = _info(fx_node.meta.get("val"))
@@ -205,19 +248,30 @@ def capture(problem_path: str | Path, *, seed: int = 0) -> ProblemGraph:
             op = getattr(getattr(target, "overloadpacket", None), "__name__", getattr(target, "__name__", str(target)))
             if op in _NO_OPS:
                 continue
+            val = fx_node.meta.get("val")
+            if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
+                symbols[fx_node.name] = Symbol(name=fx_node.name, target=target,
+                                               args=tuple(_convert(a) for a in fx_node.args), hint=_hint(val))
+                continue
             tags = getattr(target, "tags", ())
-            info = _info(fx_node.meta.get("val"))
+            info = _info(val)
             if info is not None:
                 values[fx_node.name] = info
+            static_args = tuple(_convert(a, symbols) for a in fx_node.args)
+            static_kwargs = {k: _convert(v, symbols) for k, v in fx_node.kwargs.items()}
+            symbolic_args = tuple(_convert(a) for a in fx_node.args)
+            symbolic_kwargs = {k: _convert(v) for k, v in fx_node.kwargs.items()}
             nodes.append(Node(
                 name=fx_node.name,
                 op=op,
                 target=target,
-                args=tuple(_convert(a) for a in fx_node.args),
-                kwargs={k: _convert(v) for k, v in fx_node.kwargs.items()},
+                args=static_args,
+                kwargs=static_kwargs,
                 info=info,
                 is_pointwise=torch.Tag.pointwise in tags,
                 is_view=bool(getattr(target, "is_view", False)),
+                sym_args=symbolic_args if symbolic_args != static_args else None,
+                sym_kwargs=symbolic_kwargs if symbolic_kwargs != static_kwargs else None,
             ))
         elif fx_node.op == "output":
             outputs = [a.name for a in fx_node.args[0] if isinstance(a, torch.fx.Node)]
@@ -226,7 +280,8 @@ def capture(problem_path: str | Path, *, seed: int = 0) -> ProblemGraph:
     returns_tuple = bool(out_spec is not None and getattr(out_spec, "type", None) in (tuple, list))
     graph = ProblemGraph(problem=problem, nodes=nodes, values=values, parameters=parameters, inputs=user_inputs,
                          input_positions=positions, n_forward_args=len(args), outputs=outputs,
-                         module_prelude=prelude, init_source=init_source, returns_tuple=returns_tuple)
+                         module_prelude=prelude, init_source=init_source, returns_tuple=returns_tuple,
+                         symbols=symbols, dynamic=dynamic)
     graph.users = _users(nodes)
     return graph
 

@@ -142,7 +142,8 @@ class _Renderer:
             for d in reversed(dims):
                 if d in needed:
                     quotient = f"({flat} // {divisor})" if divisor else flat
-                    lines.append(f"idx_{d} = {quotient} % size_{d}")
+                    # The first dimension of a range needs no modulo: the flat index is below the range's size.
+                    lines.append(f"idx_{d} = {quotient}" + ("" if d == dims[0] else f" % size_{d}"))
                 divisor = f"size_{d}" if not divisor else f"{divisor} * size_{d}"
         return lines
 
@@ -312,6 +313,9 @@ class _Renderer:
         device = group.inputs[0]
         for o in group.outputs:
             lines.append(f"    out_{o} = torch.empty(shape, dtype={graph.info(o).dtype}, device={device}.device)")
+        outs = ", ".join(f"out_{o}" for o in group.outputs)
+        lines.append("    if math.prod(shape) == 0:")
+        lines.append(f"        return ({outs},)")
         args = [*group.inputs, *(f"out_{o}" for o in group.outputs)]
         d = self.dim
         if self.rows:
@@ -342,7 +346,6 @@ class _Renderer:
             args += [f"*{v}.stride()" for v in self.strided]
         lines.append(f"    {kernel}[{grid}]({', '.join(args)}, {tile}, IDX64=math.prod(shape) >= 2**31, "
                      f"num_warps={config['num_warps']})")
-        outs = ", ".join(f"out_{o}" for o in group.outputs)
         lines.append(f"    return ({outs},)")
         return lines
 

@@ -1,0 +1,528 @@
+"""Family 6 — 2-D convolution with its epilogue: ``aten.convolution`` (NCHW, groups 1, not transposed) followed by
+its bias, an eval-mode batch norm (``_native_batch_norm_legit_no_training``), and the pointwise nodes that consume
+the result (activations, a residual, casts), all applied in one pass over the output.
+
+Two variants, configurations of one group so the tuner can choose:
+
+- **library** (the default): the launcher runs ``aten.convolution`` *without* its bias (cuDNN on a GPU), then one
+  Triton kernel of ours applies bias + batch norm + the pointwise epilogue in a single read and write of the
+  output, one program per (image, channel) plane so the per-channel parameters are loaded once as scalars.
+  Precision: in an fp32 problem cuDNN must not use TF32; the verifier's children set
+  ``torch.backends.cudnn.allow_tf32`` from the precision policy (off unless TF32 is allowed), and the generated
+  file relies on that process setting rather than changing global flags itself. Offered only when there is an
+  epilogue to apply (a bare convolution would gain nothing but a copy).
+- **implicit GEMM**: a Triton convolution. The output pixels (image x OH x OW, flattened) are the GEMM's M, the
+  output channels its N, and the K loop walks the filter taps (kh, kw) and, inside each tap, the input channels
+  ``BLOCK_K`` at a time, gathering the input patch with masks for padding, stride and dilation. ``tl.dot``
+  (tensor cores for fp16/bf16; fp32 problems ``input_precision="ieee"`` unless the policy allows TF32). The
+  epilogue is applied to the fp32 accumulator before the single store.
+
+Groups > 1, transposed, 1-D and 3-D convolutions are left to PyTorch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kernelwright.generate import expr
+from kernelwright.generate.families.base import (
+    DEFAULT_POLICY,
+    Config,
+    Group,
+    Policy,
+    Rendered,
+    broadcastable,
+    fusable_pointwise,
+    make_group,
+)
+from kernelwright.generate.graph import Node, ProblemGraph, Ref, TensorInfo, node_inputs
+
+NAME = "conv"
+BATCH_NORM_EVAL = "_native_batch_norm_legit_no_training"
+_FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _depends_on(graph: ProblemGraph, value: str, members: set[str], memo: dict[str, bool]) -> bool:
+    """Whether ``value`` is computed (transitively) from a member of the group."""
+    if value in memo:
+        return memo[value]
+    memo[value] = value in members
+    if not memo[value]:
+        try:
+            node = graph.node(value)
+        except KeyError:
+            return False  # a placeholder
+        memo[value] = any(_depends_on(graph, v, members, memo) for v in node_inputs(node))
+    return memo[value]
+
+
+def epilogue_nodes(graph: ProblemGraph, members: Sequence[str], claimed: set[str], shape: Sequence[int]
+                   ) -> list[str]:
+    """Pointwise nodes of result shape ``shape`` that consume the group's values, in graph order — a DAG, not
+    only a chain, so ``x * sigmoid(x)`` (silu as export decomposes it) fuses whole. A node joins when its other
+    operands broadcast to ``shape`` and do not themselves depend on the group (no cycle through PyTorch).
+    Constants used only by the joined nodes are inlined. Members needed outside become extra outputs."""
+    member_set = set(members)
+    last = max(i for i, n in enumerate(graph.nodes) if n.name in member_set)
+    joined: list[str] = []
+    for node in graph.nodes[last + 1:]:
+        if node.name in claimed or not fusable_pointwise(node) or node.op in expr.CONSTANT_OPS:
+            continue
+        if node.info is None or tuple(node.info.shape) != tuple(shape):
+            continue
+        inputs = node_inputs(node)
+        if not any(v in member_set for v in inputs):
+            continue
+        outside = [v for v in inputs if v not in member_set]
+        if any(v in graph.values and not broadcastable(graph.info(v).shape, shape) for v in outside):
+            continue
+        memo: dict[str, bool] = {}
+        if any(_depends_on(graph, v, member_set, memo) for v in outside):
+            continue
+        joined.append(node.name)
+        member_set.add(node.name)
+    for node in graph.nodes:
+        users = graph.users.get(node.name, [])
+        if node.op in expr.CONSTANT_OPS and node.name not in claimed and users and \
+                all(u in member_set for u in users):
+            joined.append(node.name)
+            member_set.add(node.name)
+    return joined
+
+
+def _affine(name: str, scale: int, shift: int) -> str:
+    """``name * scale + shift`` as short as it can be written."""
+    text = name if scale == 1 else f"{name} * {scale}"
+    return text if shift == 0 else f"{text} {'+' if shift > 0 else '-'} {abs(shift)}"
+
+
+def _int_pair(value: object) -> tuple[int, int] | None:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def _ref_name(value: object) -> str | None:
+    return value.name if isinstance(value, Ref) else None
+
+
+@dataclass(frozen=True)
+class _Roles:
+    """Who is who in a claimed group (parsed back from ``group.detail``)."""
+
+    conv: str
+    x: str
+    weight: str
+    bias: str | None
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    bn: str | None  # the getitem holding the batch norm's result
+    bn_weight: str | None
+    bn_bias: str | None
+    bn_mean: str | None
+    bn_var: str | None
+    bn_eps: float
+    pointwise: tuple[str, ...]  # epilogue nodes after the convolution (and batch norm), in graph order
+
+
+class ConvFamily:
+    name = NAME
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+        if node.name in claimed or node.op != "convolution" or node.info is None or len(node.info.shape) != 4:
+            return None
+        x, weight = _ref_name(node.args[0]), _ref_name(node.args[1])
+        bias = node.args[2] if len(node.args) > 2 else None
+        if x is None or weight is None or (bias is not None and _ref_name(bias) is None):
+            return None
+        stride, padding, dilation = (_int_pair(a) for a in node.args[3:6])
+        transposed, groups = node.args[6], node.args[8]
+        if stride is None or padding is None or dilation is None or transposed or groups != 1:
+            return None
+        dtype = node.info.dtype
+        operands = [x, weight] + ([bias.name] if bias is not None else [])
+        if dtype not in _FLOAT_TYPES or any(graph.info(v).dtype != dtype for v in operands):
+            return None
+        if len(graph.info(x).shape) != 4 or len(graph.info(weight).shape) != 4:
+            return None
+        shape = node.info.shape
+        members = [node.name]
+        bn = self._batch_norm(graph, node, claimed)
+        detail: dict[str, object] = {"conv": node.name, "x": x, "weight": weight,
+                                     "bias": bias.name if bias is not None else None, "stride": stride,
+                                     "padding": padding, "dilation": dilation, "bn": None}
+        if bn is not None:
+            bn_node, getitem = bn
+            members += [bn_node.name, getitem.name]
+            detail.update(bn=getitem.name, bn_weight=_ref_name(bn_node.args[1]), bn_bias=_ref_name(bn_node.args[2]),
+                          bn_mean=_ref_name(bn_node.args[3]), bn_var=_ref_name(bn_node.args[4]),
+                          bn_eps=float(bn_node.args[6]))
+        pointwise = epilogue_nodes(graph, members, claimed, shape)
+        detail["pointwise"] = tuple(pointwise)
+        return make_group(graph, NAME, [*members, *pointwise], anchor=node.name, shape=tuple(shape), **detail)
+
+    @staticmethod
+    def _batch_norm(graph: ProblemGraph, conv: Node, claimed: set[str]) -> tuple[Node, Node] | None:
+        """The eval-mode batch norm applied to the convolution's result, and the getitem of its output."""
+        for user in graph.consumers(conv.name):
+            if user.op != BATCH_NORM_EVAL or user.name in claimed or user.args[0] != Ref(conv.name):
+                continue
+            if _ref_name(user.args[3]) is None or _ref_name(user.args[4]) is None:
+                return None
+            getitems = graph.consumers(user.name)
+            if len(getitems) != 1 or getitems[0].op != "getitem" or getitems[0].args[1] != 0:
+                return None  # the saved statistics are used: leave it to PyTorch
+            params = [_ref_name(a) for a in user.args[1:5]]
+            if any(p is not None and len(graph.info(p).shape) != 1 for p in params):
+                return None
+            return user, getitems[0]
+        return None
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        from kernelwright.hardware import arch_spec
+
+        roles = _roles(group)
+        dtype = graph.info(roles.conv).dtype
+        configs: list[Config] = []
+        if roles.bias is not None or roles.bn is not None or roles.pointwise:
+            # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
+            configs.append({"variant": "library", "BLOCK": 1024, "num_warps": 4})
+        if dtype == torch.float32:
+            precision = "tf32" if policy.allow_tf32 else "ieee"
+            # fp32 IEEE dots run on the FMA units: modest tiles keep the accumulator and operands in registers.
+            # Leads, not yet timed on the H200.
+            tiles = [(64, 64, 16, 4, 2, "nchw"), (128, 64, 16, 8, 2, "nchw"), (64, 64, 32, 4, 2, "nhwc"),
+                     (32, 64, 16, 4, 2, "nchw")]
+            if precision == "tf32":
+                tiles = [(128, 128, 32, 8, 3, "nchw"), (128, 64, 32, 4, 3, "nhwc"), (64, 64, 32, 4, 3, "nchw")]
+        else:
+            precision = "half"
+            # Tensor cores (HGMMA on sm_90): M a multiple of 64 per warpgroup; K 32-64 per stage. Leads until
+            # timed. "nhwc" copies the input to channels-last first (one extra read and write of it) so that the
+            # patch loads run along channels: 128-bit loads instead of the 16-bit gathers along NCHW rows seen in
+            # the sm_90a SASS. With few input channels the NCHW gather wastes less, so it goes first there.
+            wide = graph.info(roles.weight).shape[1] >= 16
+            first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
+            tiles = [(128, 128, 64, 8, 3, first), (128, 128, 64, 8, 3, second), (128, 64, 64, 4, 3, first),
+                     (128, 128, 32, 8, 4, first), (64, 64, 32, 4, 3, first)]
+        spec = arch_spec(arch)
+        limit = spec.shared_memory_per_block_optin_bytes - spec.reserved_shared_per_block_bytes
+        for bm, bn, bk, warps, stages, layout in tiles:
+            if (bm * bk + bk * bn) * dtype.itemsize * stages > limit:
+                continue
+            configs.append({"variant": "implicit_gemm", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                            "num_warps": warps, "num_stages": stages, "layout": layout, "precision": precision})
+        return configs
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        renderer = _Renderer(graph, group, config, ident)
+        return renderer.library() if config["variant"] == "library" else renderer.implicit_gemm()
+
+
+def _roles(group: Group) -> _Roles:
+    d = group.detail
+    return _Roles(conv=d["conv"], x=d["x"], weight=d["weight"], bias=d["bias"], stride=tuple(d["stride"]),
+                  padding=tuple(d["padding"]), dilation=tuple(d["dilation"]), bn=d["bn"],
+                  bn_weight=d.get("bn_weight"), bn_bias=d.get("bn_bias"), bn_mean=d.get("bn_mean"),
+                  bn_var=d.get("bn_var"), bn_eps=float(d.get("bn_eps", 0.0)), pointwise=tuple(d["pointwise"]))
+
+
+def _mode(info: TensorInfo, shape: Sequence[int]) -> str:
+    if info.numel == 1:
+        return "scalar"
+    if tuple(info.shape) == tuple(shape) and info.is_contiguous:
+        return "flat"
+    return "strided"
+
+
+def _live_dims(operand: Sequence[int], shape: Sequence[int]) -> list[int]:
+    """Dimensions of ``shape`` an operand's index depends on (all but those it is broadcast along)."""
+    offset = len(shape) - len(operand)
+    return [d for d in range(len(shape)) if d >= offset and not (operand[d - offset] == 1 and shape[d] != 1)]
+
+
+class _Renderer:
+    """Source for one convolution group and one configuration."""
+
+    def __init__(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> None:
+        self.graph, self.group, self.config, self.ident = graph, group, config, ident
+        self.roles = _roles(group)
+        self.shape: tuple[int, ...] = tuple(group.detail["shape"])
+        self.dtype = graph.info(self.roles.conv).dtype
+        r = self.roles
+        self.channel_params = [p for p in (r.bias, r.bn_weight, r.bn_bias, r.bn_mean, r.bn_var) if p is not None]
+        members = set(group.nodes)
+        operands: list[str] = []
+        for name in r.pointwise:
+            for v in node_inputs(graph.node(name)):
+                if v not in members and v in graph.values and v not in operands:
+                    operands.append(v)
+        self.operands = operands  # tensors the pointwise epilogue reads
+        self.modes = {v: _mode(graph.info(v), self.shape) for v in operands}
+
+    # -- the epilogue, shared by both variants ---------------------------------------------------------------
+    def _epilogue(self, conv_value: str, ctx: _Indexing) -> tuple[list[str], dict[str, expr.Value]]:
+        """Lines that turn the convolution's fp32 value into every output's value."""
+        r = self.roles
+        lines = [f"ch_{p} = {ctx.channel(p)}" for p in self.channel_params]  # per-channel parameters, in fp32
+        value = conv_value
+        if r.bias is not None:
+            lines.append(f"conv = {value} + ch_{r.bias}")
+            value = "conv"
+        env: dict[str, expr.Value] = {r.conv: expr.Value(value, torch.float32)}
+        if r.bn is not None:
+            # Eval-mode batch norm as PyTorch computes it: (y - mean) * (weight / sqrt(var + eps)) + bias, in fp32.
+            # Correctly rounded sqrt and division (Triton's "/" and rsqrt are approximate on the GPU); the
+            # difference y - mean is kept, not folded into a shift, so no cancellation is introduced.
+            std = f"tl.sqrt_rn(ch_{r.bn_var} + {r.bn_eps!r})"
+            scale = f"tl.div_rn(ch_{r.bn_weight}, {std})" if r.bn_weight is not None else f"1.0 / {std}"
+            lines.append(f"bn_scale = {scale}")
+            shift = f" + ch_{r.bn_bias}" if r.bn_bias is not None else ""
+            lines.append(f"normed = ({value} - ch_{r.bn_mean}) * bn_scale{shift}")
+            env[r.bn] = expr.Value("normed", torch.float32)
+        for v in self.operands:
+            info = self.graph.info(v)
+            load = ctx.load(v, self.modes[v], _live_dims(info.shape, self.shape))
+            cdt = expr.compute_dtype(info.dtype)
+            if cdt != info.dtype:
+                load += f".to({expr.TL_DTYPE[cdt]})"
+            lines.append(f"x_{v} = {load}")
+            env[v] = expr.Value(f"x_{v}", cdt)
+        emitter = expr.PointwiseEmitter()
+        emitter.emit_all((self.graph.node(n) for n in self.group.nodes if n in r.pointwise or
+                          self.graph.node(n).op in expr.CONSTANT_OPS), env)
+        return lines + emitter.lines, env
+
+    def _stores(self, env: dict[str, expr.Value], offset: str, mask: str) -> list[str]:
+        return [f"tl.store(out_{o} + ({offset}), {env[o].expr}.to({expr.TL_DTYPE[self.graph.info(o).dtype]}), "
+                f"mask={mask})" for o in self.group.outputs]
+
+    def _strided(self) -> list[str]:
+        return [v for v in self.operands if self.modes[v] == "strided"]
+
+    def _prepare_operands(self) -> list[str]:
+        lines = []
+        for v in self.operands:
+            if self.modes[v] == "flat":
+                lines.append(f"    if not ({v}.is_contiguous() and {v}.shape == shape):")
+                lines.append(f"        {v} = {v}.expand(shape).contiguous()")
+            elif self.modes[v] == "strided":
+                lines.append(f"    {v} = {v}.expand(shape)")
+        return lines
+
+    def _output_shape_lines(self) -> list[str]:
+        r = self.roles
+        (sh, sw), (ph, pw), (dh, dw) = r.stride, r.padding, r.dilation
+        return [
+            f"    batch, in_channels, in_h, in_w = {r.x}.shape",
+            f"    out_channels, _, k_h, k_w = {r.weight}.shape",
+            f"    out_h = (in_h + {2 * ph} - {dh} * (k_h - 1) - 1) // {sh} + 1",
+            f"    out_w = (in_w + {2 * pw} - {dw} * (k_w - 1) - 1) // {sw} + 1",
+            "    shape = (batch, out_channels, out_h, out_w)",
+        ]
+
+    def _allocate(self) -> list[str]:
+        return [f"    out_{o} = torch.empty(shape, dtype={self.graph.info(o).dtype}, device={self.roles.x}.device)"
+                for o in self.group.outputs]
+
+    def _describe(self) -> str:
+        r = self.roles
+        parts = ["convolution"] + (["bias"] if r.bias else []) + (["batch norm (eval)"] if r.bn else [])
+        parts += [self.graph.node(n).op for n in r.pointwise]
+        return ", ".join(parts)
+
+    # -- variant (a): library convolution + our epilogue ------------------------------------------------------
+    def library(self) -> Rendered:
+        r, ident = self.roles, self.ident
+        kernel = f"{ident}_epilogue"
+        tensors = list(dict.fromkeys(["conv_out", *self.channel_params, *self.operands]))
+        strided = self._strided()
+        needs_hw = any(d in (2, 3) for v in strided for d in _live_dims(self.graph.info(v).shape, self.shape))
+        params = [f"in_{v}" for v in tensors] + [f"out_{o}" for o in self.group.outputs]
+        params += ["n_channels", "n_pixels"] + (["width"] if needs_hw else [])
+        for v in strided:
+            params += [f"stride_{v}_{d}" for d in range(4)]
+        params += ["BLOCK: tl.constexpr", "IDX64: tl.constexpr"]
+        body = [
+            "plane = tl.program_id(0)  # one (image, channel) plane of the output",
+            "pixels = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
+            "if IDX64:",
+            "    plane = plane.to(tl.int64)",
+            "mask = pixels < n_pixels",
+        ]
+        if self.channel_params or any(1 in _live_dims(self.graph.info(v).shape, self.shape) for v in strided):
+            body.append("channel = plane % n_channels")
+        if any(0 in _live_dims(self.graph.info(v).shape, self.shape) for v in strided):
+            body.append("image = plane // n_channels")
+        if needs_hw:
+            body += ["row = pixels // width", "col = pixels % width"]
+        body.append("offs = plane * n_pixels + pixels")
+        body.append("y = tl.load(in_conv_out + offs, mask=mask, other=0).to(tl.float32)")
+        ctx = _Indexing(channel_load="tl.load(in_{v} + channel).to(tl.float32)",
+                        dims={0: "image", 1: "channel", 2: "row", 3: "col"}, vector_dims=(2, 3), flat="offs",
+                        masks={"all": "mask", "vector": "mask"})
+        lines, env = self._epilogue("y", ctx)
+        body += lines + self._stores(env, "offs", "mask")
+
+        src = ["@triton.jit", f"def {kernel}({', '.join(params)}):"]
+        src.append(f'    """{self._describe()}: the epilogue of a library convolution, one pass over its output; '
+                   'per-channel parameters are scalars of the program."""')
+        src += [f"    {line}" for line in body]
+        src += ["", "", f"def {ident}({', '.join(self.group.inputs)}):"]
+        src.append(f'    """{self._describe()}: aten.convolution without its bias (cuDNN on a GPU), then our '
+                   'fused epilogue kernel."""')
+        src += self._output_shape_lines()
+        (sh, sw), (ph, pw), (dh, dw) = r.stride, r.padding, r.dilation
+        if self.dtype == torch.float32:
+            src.append("    # fp32: cuDNN follows torch.backends.cudnn.allow_tf32, which the verifier sets from the "
+                       "precision")
+            src.append("    # policy (off for fp32 problems unless TF32 is allowed).")
+        src.append(f"    conv_out = torch.ops.aten.convolution.default({r.x}, {r.weight}, None, [{sh}, {sw}], "
+                   f"[{ph}, {pw}], [{dh}, {dw}], False, [0, 0], 1)")
+        src.append("    conv_out = conv_out.contiguous()  # NCHW (a no-op for NCHW inputs)")
+        src += self._prepare_operands()
+        src += self._allocate()
+        block = self.config["BLOCK"]
+        src.append(f"    block = min({block}, max(triton.next_power_of_2(out_h * out_w), 128))")
+        args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", "out_h * out_w"]
+        args += ["out_w"] if needs_hw else []
+        args += [f"*{v}.stride()" for v in strided]
+        src.append(f"    {kernel}[(batch * out_channels, triton.cdiv(out_h * out_w, block))]({', '.join(args)}, "
+                   "BLOCK=block, "
+                   f"IDX64=conv_out.numel() >= 2**31, num_warps={self.config['num_warps']})")
+        src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
+        return Rendered(source="\n".join(src), launcher=ident, notes=("library convolution + own epilogue",))
+
+    # -- variant (b): implicit-GEMM Triton convolution --------------------------------------------------------
+    def implicit_gemm(self) -> Rendered:
+        r, ident, config = self.roles, self.ident, self.config
+        kernel = f"{ident}_kernel"
+        strided = self._strided()
+        tensors = [r.x, r.weight, *self.channel_params, *self.operands]
+        tensors = list(dict.fromkeys(tensors))  # a residual may be the input itself
+        params = [f"in_{v}" for v in tensors] + [f"out_{o}" for o in self.group.outputs]
+        params += ["n_img", "c_in", "h", "w", "c_out", "oh", "ow",
+                   "sx_n", "sx_c", "sx_h", "sx_w", "sw_c", "sw_o", "sw_h", "sw_w"]
+        for v in strided:
+            params += [f"stride_{v}_{d}" for d in range(4)]
+        params += ["KH: tl.constexpr", "KW: tl.constexpr", "BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr",
+                   "BLOCK_K: tl.constexpr", "IDX64: tl.constexpr"]
+        (sh, sw), (ph, pw), (dh, dw) = r.stride, r.padding, r.dilation
+        if config["precision"] == "half":
+            dot = "acc = tl.dot(a, b, acc)"
+        else:
+            dot = f'acc = tl.dot(a, b, acc, input_precision="{config["precision"]}")'
+        body = [
+            "pid = tl.program_id(0)",
+            "n_tiles_n = tl.cdiv(c_out, BLOCK_N)",
+            "pid_m = pid // n_tiles_n  # neighbouring programs share the input tile (channel tiles vary fastest)",
+            "pid_n = pid % n_tiles_n",
+            "n_pix = oh * ow",
+            "if IDX64:",
+            "    n_pix = n_pix.to(tl.int64)  # so that every offset below is computed in 64 bits",
+            "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # output pixels, flattened over (image, oh, ow)",
+            "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels",
+            "m_mask = offs_m < n_img * n_pix",
+            "n_mask = offs_n < c_out",
+            "img = offs_m // n_pix",
+            "pix = offs_m % n_pix",
+            "orow = pix // ow",
+            "ocol = pix % ow",
+            f"in_row0 = {_affine('orow', sh, -ph)}  # the patch's top-left corner in the input (may be padding)",
+            f"in_col0 = {_affine('ocol', sw, -pw)}",
+            "img_start = img * sx_n",
+            "offs_k = tl.arange(0, BLOCK_K)",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "c_blocks = tl.cdiv(c_in, BLOCK_K)",
+            "# K = (kh, kw, input channel): one filter tap at a time, its input channels BLOCK_K at a time — one flat",
+            "# loop, so the compiler pipelines every step.",
+            "for step in range(0, KH * KW * c_blocks):",
+            "    tap = step // c_blocks",
+            "    c0 = (step % c_blocks) * BLOCK_K",
+            "    kh = tap // KW",
+            "    kw = tap % KW",
+            f"    in_row = in_row0 + {_affine('kh', dh, 0)}",
+            f"    in_col = in_col0 + {_affine('kw', dw, 0)}",
+            "    inside = m_mask & (in_row >= 0) & (in_row < h) & (in_col >= 0) & (in_col < w)",
+            "    chans = c0 + offs_k",
+            "    c_mask = chans < c_in",
+            f"    a = tl.load(in_{r.x} + (img_start + in_row * sx_h + in_col * sx_w)[:, None] + chans[None, :] * sx_c,",
+            "                mask=inside[:, None] & c_mask[None, :], other=0)",
+            f"    b = tl.load(in_{r.weight} + (kh * sw_h + kw * sw_w) + chans[:, None] * sw_c + offs_n[None, :] * sw_o,",
+            "                mask=c_mask[:, None] & n_mask[None, :], other=0)",
+            f"    {dot}",
+            "dst = (img * c_out * n_pix + pix)[:, None] + (offs_n * n_pix)[None, :]  # NCHW output offsets",
+            "dst_mask = m_mask[:, None] & n_mask[None, :]",
+        ]
+        ctx = _Indexing(channel_load="tl.load(in_{v} + offs_n, mask=n_mask, other=0).to(tl.float32)[None, :]",
+                        dims={0: "img[:, None]", 1: "offs_n[None, :]", 2: "orow[:, None]", 3: "ocol[:, None]"},
+                        vector_dims=(0, 1, 2, 3), flat="dst",
+                        masks={"all": "dst_mask", "rows": "m_mask[:, None]", "cols": "n_mask[None, :]"})
+        lines, env = self._epilogue("acc", ctx)
+        body += lines + self._stores(env, "dst", "dst_mask")
+
+        src = ["@triton.jit", f"def {kernel}({', '.join(params)}):"]
+        src.append(f'    """{self._describe()}: an implicit-GEMM convolution (M = output pixels, N = output '
+                   'channels, K = taps x input channels) with the epilogue applied to the accumulator."""')
+        src += [f"    {line}" for line in body]
+        src += ["", "", f"def {ident}({', '.join(self.group.inputs)}):"]
+        src.append(f'    """{self._describe()}: one Triton kernel, implicit GEMM."""')
+        src += self._output_shape_lines()
+        x, wt = r.x, r.weight
+        if config["layout"] == "nhwc":
+            src.append(f"    {x} = {x}.contiguous(memory_format=torch.channels_last)  # patch loads along channels")
+        src.append(f"    weight_t = {wt}.permute(2, 3, 1, 0).contiguous()  # [kh, kw, c_in, c_out]: rows of B "
+                   "contiguous along N")
+        src += self._prepare_operands()
+        src += self._allocate()
+        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        src += [
+            "    # Narrower channel tiles for few channels (tl.dot needs at least 16).",
+            f"    block_n = min({bn}, max(16, triton.next_power_of_2(out_channels)))",
+            f"    block_k = min({bk}, max(16, triton.next_power_of_2(in_channels)))",
+            f"    grid = (triton.cdiv(batch * out_h * out_w, {bm}) * triton.cdiv(out_channels, block_n),)",
+        ]
+        args = [("weight_t" if v == wt else v) for v in tensors] + [f"out_{o}" for o in self.group.outputs]
+        args += ["batch", "in_channels", "in_h", "in_w", "out_channels", "out_h", "out_w", f"*{x}.stride()",
+                 "weight_t.stride(2), weight_t.stride(3), weight_t.stride(0), weight_t.stride(1)"]
+        args += [f"*{v}.stride()" for v in strided]
+        big = f"max({x}.numel(), math.prod(shape)) >= 2**31"
+        src.append(f"    {kernel}[grid]({', '.join(args)}, KH=k_h, KW=k_w, BLOCK_M={bm}, BLOCK_N=block_n, "
+                   f"BLOCK_K=block_k, IDX64={big}, num_warps={config['num_warps']}, "
+                   f"num_stages={config['num_stages']})")
+        src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
+        return Rendered(source="\n".join(src), launcher=ident, notes=("implicit-GEMM convolution",))
+
+
+@dataclass(frozen=True)
+class _Indexing:
+    """How the epilogue reads operands in one kernel: per-channel parameters, and other tensors by index."""
+
+    channel_load: str  # format string with {v}
+    dims: dict[int, str]  # output dimension -> index expression
+    vector_dims: tuple[int, ...]  # dimensions whose index varies inside the program
+    flat: str  # the offset of a contiguous tensor of the output's shape
+    masks: dict[str, str]
+
+    def channel(self, v: str) -> str:
+        return self.channel_load.format(v=v)
+
+    def load(self, v: str, mode: str, live: Sequence[int]) -> str:
+        if mode == "scalar":
+            return f"tl.load(in_{v})"
+        if mode == "flat":
+            return f"tl.load(in_{v} + {self.flat}, mask={self.masks['all']}, other=0)"
+        offset = " + ".join(f"{self.dims[d]} * stride_{v}_{d}" for d in live) or "0"
+        varying = [d for d in live if d in self.vector_dims]
+        if not varying:  # an address per program: a scalar load
+            return f"tl.load(in_{v} + {offset})"
+        if "rows" in self.masks:  # the 2-D tile of the implicit GEMM: rows are pixels, columns channels
+            pixels, channels = any(d != 1 for d in varying), 1 in varying
+            mask = self.masks["all"] if pixels and channels else self.masks["rows" if pixels else "cols"]
+        else:
+            mask = self.masks["vector"]
+        return f"tl.load(in_{v} + ({offset}), mask={mask}, other=0)"

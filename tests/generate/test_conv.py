@@ -1,0 +1,151 @@
+"""Family 6: 2-D convolution with its epilogue (bias, eval batch norm, activations, residual), both variants —
+library convolution + our epilogue kernel (config 0 when there is an epilogue) and the implicit-GEMM Triton
+convolution — proven under the interpreter on small, odd NCHW shapes in fp32 and bf16."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from kernelwright.generate.families.conv import ConvFamily
+from kernelwright.generate.graph import capture
+from kernelwright.generate.plan import plan as make_plan
+from kernelwright.records import Status
+
+CONV_BIAS_RELU = """
+    class Model(nn.Module):
+        def __init__(self, c_in, c_out):
+            super().__init__()
+            self.conv = nn.Conv2d(c_in, c_out, kernel_size=3, padding=1, stride={stride}, bias=True)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+    batch = 2
+    height = 13
+    width = 11
+
+    def get_inputs():
+        return [torch.randn(batch, 3, height, width)]
+
+    def get_init_inputs():
+        return [3, 16]
+"""
+
+CONV_BN_RELU_BF16 = """
+    class Model(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.conv = nn.Conv2d(c, c, kernel_size=3, padding=1, stride=2, bias=False, dtype=torch.bfloat16)
+            self.bn_weight = nn.Parameter(1.0 + 0.3 * torch.randn(c, dtype=torch.bfloat16))
+            self.bn_bias = nn.Parameter(0.3 * torch.randn(c, dtype=torch.bfloat16))
+            self.register_buffer("running_mean", 0.2 * torch.randn(c, dtype=torch.bfloat16))
+            self.register_buffer("running_var", 0.5 + torch.rand(c, dtype=torch.bfloat16))
+
+        def forward(self, x):
+            y = F.batch_norm(self.conv(x), self.running_mean, self.running_var, self.bn_weight, self.bn_bias,
+                             training=False, eps=1e-5)
+            return torch.relu(y)
+
+    def get_inputs():
+        return [torch.randn(2, 16, 15, 15, dtype=torch.bfloat16)]
+
+    def get_init_inputs():
+        return [16]
+"""
+
+
+def _conv_groups(plan):
+    return [g for g in plan.groups if g.family == "conv"]
+
+
+def test_space_library_first_then_implicit_gemm(tmp_path) -> None:
+    problem = tmp_path / "conv_space.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n" + textwrap.dedent(CONV_BIAS_RELU.format(stride=1)))
+    graph = capture(problem)
+    (group,) = _conv_groups(make_plan(graph))
+    space = ConvFamily().space(graph, group, "sm_90a")
+    assert space[0]["variant"] == "library"
+    gemm = [c for c in space[1:] if c["variant"] == "implicit_gemm"]
+    assert len(gemm) == len(space) - 1 >= 2
+    assert all(c["precision"] == "ieee" for c in gemm)  # an fp32 problem: no TF32 unless the policy allows it
+
+
+@pytest.mark.parametrize(("stride", "config_index", "second_shape"), [(1, 0, True), (2, 1, False)])
+def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape: bool) -> None:
+    # 3 input channels (one K block of 16, mostly masked) and 16 output channels; 13 x 11 with padding 1.
+    plan, verdict = check(f"conv_bias_relu_s{stride}_c{config_index}", CONV_BIAS_RELU.format(stride=stride),
+                          config_index=config_index, distribution_trials=second_shape,
+                          shape_trial=second_shape)
+    assert [g.family for g in plan.groups] == ["conv"] and plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+    if second_shape:
+        assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+    library = any(k["name"] == "aten::convolution" for k in verdict.kernels)
+    assert library == (config_index == 0)  # config 1 is the Triton convolution: no library conv at all
+
+
+@pytest.mark.parametrize("config_index", [0, 1])
+def test_conv_eval_batchnorm_relu_bf16(check, config_index: int) -> None:
+    # Config 1 is the implicit GEMM reading the input channels-last (16 input channels).
+    plan, verdict = check(f"conv_bn_relu_bf16_{config_index}", CONV_BN_RELU_BF16, config_index=config_index,
+                          distribution_trials=False)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered and group.detail["bn"] is not None
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+@pytest.mark.parametrize("config_index", [0, 3])
+def test_batchnorm_module_residual_silu_dilated(check, config_index: int) -> None:
+    # Eval nn.BatchNorm2d, a residual and silu (exported as x * sigmoid(x): the epilogue is a DAG, not a chain);
+    # the pre-activation sum is also returned, so the kernel stores two results. Stride 2, dilation 2, padding 2.
+    plan, verdict = check(f"conv_bn_residual_silu_{config_index}", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(8, 16, kernel_size=3, stride=2, padding=2, dilation=2, bias=True)
+                self.bn = nn.BatchNorm2d(16)
+                with torch.no_grad():
+                    self.bn.running_mean.uniform_(-0.5, 0.5)
+                    self.bn.running_var.uniform_(0.5, 2.0)
+                    self.bn.weight.uniform_(0.5, 1.5)
+                    self.bn.bias.uniform_(-0.5, 0.5)
+                self.eval()
+
+            def forward(self, x, residual):
+                y = self.bn(self.conv(x)) + residual
+                return y, F.silu(y)
+
+        def get_inputs():
+            return [torch.randn(2, 8, 17, 17), torch.randn(2, 16, 9, 9)]
+
+        def get_init_inputs():
+            return []
+    """, config_index=config_index, distribution_trials=False)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered and len(group.outputs) == 2
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_bare_conv_odd_channels_rectangular_kernel(check) -> None:
+    # No epilogue: the library variant would be a copy, so the space starts with the implicit GEMM. 7 -> 5
+    # channels (masked channel tiles), a 3 x 5 kernel, stride (2, 1), padding (1, 2).
+    plan, verdict = check("conv_bare_odd", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(7, 5, kernel_size=(3, 5), stride=(2, 1), padding=(1, 2), bias=False)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        def get_inputs():
+            return [torch.randn(1, 7, 10, 9)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert [g.family for g in plan.groups] == ["conv"]
+    assert verdict.status is Status.PASSED, verdict.message
+    assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)

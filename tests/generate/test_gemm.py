@@ -1,0 +1,215 @@
+"""Family 4: GEMM / batched GEMM / linear with a fused epilogue, proven under the interpreter on odd shapes, with
+the sm_90a instruction evidence the verifier collects by cross-compiling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelwright.generate.families.base import Policy
+from kernelwright.generate.families.gemm import Atom, GemmFamily, regroup, smem_bytes
+from kernelwright.generate.graph import capture
+from kernelwright.generate.plan import plan
+from kernelwright.records import Status
+
+PROBLEMS = Path(__file__).resolve().parents[2] / "problems"
+
+
+def _families(the_plan) -> list[str]:
+    return [g.family for g in the_plan.groups]
+
+
+def _ops(the_plan, index: int = 0) -> list[str]:
+    group = the_plan.groups[index]
+    return [the_plan.graph.node(n).op for n in group.nodes]
+
+
+def _opcodes(verdict) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for kernel in verdict.instructions:
+        if kernel.get("arch") == "sm_90a":
+            for opcode, n in kernel.get("histogram_by_opcode", {}).items():
+                counts[opcode] = counts.get(opcode, 0) + n
+    return counts
+
+
+def test_linear_on_3d_input_fp32_ieee_at_a_second_shape(check, tmp_path: Path) -> None:
+    """view + addmm + view around nn.Linear on [B, T, C], silu (sigmoid * x) fused; fp32 stays IEEE: no TF32 MMA,
+    and the view sizes follow the input at the second shape (batch 3 -> 1, tokens 7 -> 5)."""
+    the_plan, verdict = check("linear3d_silu", """
+        class Model(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                self.linear = nn.Linear(in_features, out_features)
+
+            def forward(self, x):
+                return F.silu(self.linear(x))
+
+        batch = 3
+        tokens = 7
+        in_features = 33
+        out_features = 40
+
+        def get_inputs():
+            return [torch.randn(batch, tokens, in_features)]
+
+        def get_init_inputs():
+            return [in_features, out_features]
+    """, distribution_trials=False)
+    assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
+    assert sorted(_ops(the_plan)) == sorted(["view", "permute", "addmm", "view", "sigmoid", "mul"])
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+    source = (tmp_path / "linear3d_silu_candidate.py").read_text()
+    assert 'input_precision="ieee"' in source and ".contiguous()" not in source
+    assert not any(f.code == "tf32-in-fp32" for f in verdict.findings)
+    opcodes = _opcodes(verdict)
+    assert opcodes.get("FFMA", 0) > 0  # the dot runs as fp32 FMAs...
+    assert not any("MMA" in op and "TF32" in op for op in opcodes), opcodes  # ...not as TF32 tensor-core MMAs
+
+
+def test_bf16_linear_gelu_runs_hgmma_with_padded_unaligned_rows(check) -> None:
+    """K = 257 bf16 rows are 514 bytes: no 16-byte loads in place. The launcher pads them (the GEMM is big enough)
+    and the sm_90a code shows both the warpgroup MMAs and 16-byte async copies."""
+    the_plan, verdict = check("linear_gelu_bf16", """
+        class Model(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                self.linear = nn.Linear(in_features, out_features, dtype=torch.bfloat16)
+
+            def forward(self, x):
+                return F.gelu(self.linear(x))
+
+        def get_inputs():
+            return [torch.randn(256, 257, dtype=torch.bfloat16)]
+
+        def get_init_inputs():
+            return [257, 256]
+    """, distribution_trials=False)
+    assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
+    assert sorted(_ops(the_plan)) == ["addmm", "gelu", "permute"]
+    assert verdict.status is Status.PASSED, verdict.message
+    opcodes = _opcodes(verdict)
+    assert any(op.startswith("HGMMA") and "BF16" in op for op in opcodes), opcodes
+    assert any(op.startswith("LDGSTS") and op.endswith(".128") for op in opcodes), opcodes
+
+
+@pytest.mark.parametrize(("m", "n", "k", "config_index"), [(1, 127, 1000, 0), (1000, 7, 1, 3)])
+def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, config_index: int) -> None:
+    """addmm with beta/alpha on ``x @ w.t()`` (w read in place through its strides), a bias row and a per-row
+    scale column fused; edge tiles masked for M, N, K of 1, 7, 127, 1000; two configurations."""
+    the_plan, verdict = check(f"addmm_{m}x{n}x{k}", f"""
+        class Model(nn.Module):
+            def forward(self, bias, x, w, s):
+                return torch.addmm(bias, x, w.t(), beta=0.5, alpha=2.0) * s
+
+        def get_inputs():
+            return [torch.randn({n}), torch.randn({m}, {k}), torch.randn({n}, {k}), torch.randn({m}, 1)]
+
+        def get_init_inputs():
+            return []
+    """, config_index=config_index, distribution_trials=False)
+    assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
+    assert sorted(_ops(the_plan)) == ["addmm", "mul", "permute"]
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_fp16_baddbmm_transposed_operand_second_config(check) -> None:
+    """Export writes an fp16 baddbmm as fp32 casts, an fp32 bmm, alpha * ., beta * c, add and a cast back: all of
+    it on the tile, the bmm on fp16 tensor cores (products of fp16 values are exact in fp32); b.transpose(1, 2)
+    read in place; the 128x256 configuration."""
+    the_plan, verdict = check("baddbmm_fp16", """
+        class Model(nn.Module):
+            def forward(self, c, a, b):
+                return torch.relu(torch.baddbmm(c, a, b.transpose(1, 2), beta=0.5, alpha=2.0))
+
+        def get_inputs():
+            return [torch.randn(3, 17, 33, dtype=torch.float16), torch.randn(3, 17, 40, dtype=torch.float16),
+                    torch.randn(3, 33, 40, dtype=torch.float16)]
+
+        def get_init_inputs():
+            return []
+    """, config_index=1, distribution_trials=False)
+    assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
+    assert sorted(_ops(the_plan)) == ["_to_copy"] * 4 + ["add", "bmm", "mul", "mul", "permute", "relu"]
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(op.startswith("HGMMA") for op in _opcodes(verdict))
+
+
+def test_broadcast_batched_matmul_at_a_second_shape(check) -> None:
+    """matmul([batch, heads, M, K], [heads, K, N]): export's expand/view/clone glue around bmm, the weight
+    broadcast over the batch; the batch size (3, then 1) comes from the input at run time."""
+    the_plan, verdict = check("broadcast_matmul", """
+        class Model(nn.Module):
+            def forward(self, x, w, y):
+                return torch.matmul(x, w) * 0.5 + y
+
+        batch = 3
+
+        def get_inputs():
+            return [torch.randn(batch, 2, 9, 20), torch.randn(2, 20, 11), torch.randn(11)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
+    assert "bmm" in _ops(the_plan) and "add" in _ops(the_plan)
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+
+
+# ------------------------------------------------------------------------------------- no verifier: fast checks
+def test_regroup_tracks_dimensions_symbolically() -> None:
+    x0, x1, x2 = Atom("x", 0, 3), Atom("x", 1, 5), Atom("x", 2, 16)
+    dims = [(x0,), (x1,), (x2,)]
+    assert regroup(dims, [15, 16]) == [(x0, x1), (x2,)]  # a linear's [B, T, C] -> [B*T, C]
+    assert regroup([(x0, x1), (x2,)], [3, 5, 16]) == [(x0,), (x1,), (x2,)]  # and back
+    assert regroup(dims, [1, 15, 16, 1]) == [(), (x0, x1), (x2,), ()]
+    assert regroup([(Atom("y", 0, 15),), (x2,)], [3, 5, 16]) is None  # a cut inside one input dimension
+
+
+def test_space_policy_and_shared_memory_pruning() -> None:
+    family = GemmFamily()
+    half = plan(capture(PROBLEMS / "matmul.py"), [family])
+    fp32 = plan(capture(PROBLEMS / "matmul_fp32.py"), [family])
+    (g_half,), (g_fp32,) = half.groups, fp32.groups
+
+    h200 = family.space(half.graph, g_half, "sm_90a")
+    assert (h200[0]["BLOCK_M"], h200[0]["BLOCK_N"], h200[0]["BLOCK_K"]) == (128, 128, 64)
+    assert len(h200) >= 2 and all(smem_bytes(c, 2) <= 227 * 1024 for c in h200)
+    ada = family.space(half.graph, g_half, "sm_89")  # 99 KiB a block: the 144 KiB configurations go
+    assert all(smem_bytes(c, 2) <= 101376 for c in ada) and len(ada) < len(h200)
+
+    strict = family.space(fp32.graph, g_fp32, "sm_90a")
+    assert strict[0]["precision"] == "ieee" and not any(c["precision"] == "tf32" for c in strict)
+    assert max(c["BLOCK_K"] for c in strict) <= 32  # SIMT FMA tiles: smaller than the tensor-core ones
+    tf32 = family.space(fp32.graph, g_fp32, "sm_90a", Policy(allow_tf32=True))
+    assert tf32[0]["precision"] == "tf32" and any(c["precision"] == "ieee" for c in tf32)
+    source = family.render(fp32.graph, g_fp32, tf32[0], "kw_gemm_0").source
+    assert 'input_precision="tf32"' in source
+
+
+def test_claims_on_project_problems() -> None:
+    mlp = plan(capture(PROBLEMS / "mlp_block_bf16.py"))
+    assert _families(mlp) == ["gemm", "gemm"] and mlp.fully_covered
+    assert sorted(_ops(mlp, 0)) == ["addmm", "gelu", "permute"]  # fc1 with its tanh-GELU epilogue
+    residual = plan(capture(PROBLEMS / "gemm_residual_scale_bf16.py"))
+    assert _families(residual) == ["gemm"] and sorted(_ops(residual)) == ["add", "mm", "mul"]
+
+
+def test_integer_matmul_stays_in_pytorch(tmp_path: Path) -> None:
+    problem = tmp_path / "int_mm.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, a, b):\n"
+        "        return a @ b\n\n\n"
+        "def get_inputs():\n"
+        "    return [torch.randint(-3, 3, (8, 8)), torch.randint(-3, 3, (8, 8))]\n\n\n"
+        "def get_init_inputs():\n"
+        "    return []\n")
+    graph = capture(problem)
+    assert GemmFamily().claim(graph, graph.node("mm"), set()) is None
+    assert torch.int64 == graph.info("mm").dtype
