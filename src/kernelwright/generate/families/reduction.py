@@ -537,12 +537,9 @@ class _Grower:
     # -- consumers: pointwise epilogues, views, further reductions, gathers ---------------------------------------
     def consumer(self, node: Node) -> bool:
         graph, spec, layout = self.graph, self.spec, self.layout
-        if node.info is None:
-            return False
         inputs = node_inputs(node)
         outside = [v for v in inputs if not spec.has(v)]
-        shape = tuple(node.info.shape)
-        if node.op in ANCHORS:
+        if node.op in ANCHORS:  # (multi-output anchors have no info of their own: their getitems do)
             anchor = ANCHORS[node.op](graph, node)
             if anchor is None or anchor.layout != layout or not spec.has(inputs[0]) or \
                     spec.level(inputs[0]) != FULL or not self._no_cycle(outside):
@@ -551,6 +548,9 @@ class _Grower:
                 return False
             spec.add(anchor.ops, anchor.members)
             return True
+        if node.info is None:
+            return False
+        shape = tuple(node.info.shape)
         if node.op == "gather":
             return self._gather(node, outside)
         if node.op in VIEW_OPS:
@@ -952,7 +952,7 @@ class _Writer:
             ctx.emit(f"{a} = {fn}({a}, tl.where(mask, {src}, {INF if kind == 'max' else INF[1:]}), "
                      "propagate_nan=tl.PropagateNan.ALL)")
         elif kind in ("argmax", "argmin"):
-            better = ">=" if kind == "argmax" else "<="
+            better = ">" if kind == "argmax" else "<"
             ctx.emit(f"{t} = tl.where(mask, {src}, {INF if kind == 'argmax' else INF[1:]})")
             ctx.emit(f"{t}_take = mask & (({t} {better} {a}) | ({a}_index == {INDEX_SENTINEL}) | "
                      f"(({t} != {t}) & ({a} == {a})))  # strictly better (or the first NaN): earlier index kept")
@@ -1260,8 +1260,9 @@ class ReductionFamily:
             add("loop", _warps(max(chunk * 2, 1024), 1, 16), tile=max(chunk * 2, 1024), block_n=chunk * 2)
         else:
             add("loop", 8, tile=4096, block_n=4096)
-            if p <= 2 * SINGLE_MAX:
-                add("single", 32, tile=p, block_n=None)  # a lead: 32 values a thread over 1024 threads
+            if p <= 2 * SINGLE_MAX and spec.layout.kind != "group":
+                # a lead: 32 values a thread over 1024 threads (GroupNorm's per-element channel index spills here)
+                add("single", 32, tile=p, block_n=None)
             add("loop", 4, tile=2048, block_n=2048)
             add("loop", 16, tile=8192, block_n=8192)
         return self._with_split(graph, group, configs)
