@@ -62,18 +62,29 @@ def _top_level_names(tree: ast.Module) -> dict[str, ast.AST]:
     return names
 
 
+_INT_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+            ast.FloorDiv: lambda a, b: a // b, ast.Pow: lambda a, b: a**b, ast.LShift: lambda a, b: a << b}
+
+
+def _const_int(node: ast.expr) -> int | None:
+    """The value of an integer constant expression (``4096``, ``2**26``, ``1 << 20``, ``8 * 1024``), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+        left, right = _const_int(node.left), _const_int(node.right)
+        if left is not None and right is not None and (not isinstance(node.op, ast.Pow) or 0 <= right <= 64):
+            return _INT_OPS[type(node.op)](left, right)
+    return None
+
+
 def _int_globals(tree: ast.Module) -> dict[str, int]:
-    """Module-level ``NAME = <int literal>`` assignments: the problem's size knobs."""
+    """Module-level ``NAME = <integer constant expression>`` assignments: the problem's size knobs."""
     found: dict[str, int] = {}
     for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Constant)
-            and type(node.value.value) is int
-        ):
-            found[node.targets[0].id] = node.value.value
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _const_int(node.value)
+            if value is not None:
+                found[node.targets[0].id] = value
     return found
 
 

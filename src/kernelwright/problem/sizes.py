@@ -18,7 +18,7 @@ from kernelwright.problem.files import ProblemFile, import_from_path
 log = logging.getLogger(__name__)
 
 SHRINKABLE_MIN = 64  # constants below this are structure (heads, kernel sizes, groups), not size
-FACTORS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+FACTORS = tuple(2**i for i in range(13))  # 1 .. 4096
 
 
 def _shrink(value: int, factor: int) -> int:

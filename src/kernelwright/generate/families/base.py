@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kernelwright.generate import expr
-from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
+from kernelwright.generate.graph import Node, ProblemGraph, TensorInfo, node_inputs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,3 +142,70 @@ def prologue_chain(graph: ProblemGraph, value: str, claimed: set[str], *, shape:
         chain.append(name)
         frontier.extend(v for v in node_inputs(node) if v in graph.values)
     return chain
+
+
+def depends_on(graph: ProblemGraph, value: str, members: set[str], memo: dict[str, bool]) -> bool:
+    """Whether ``value`` is computed (transitively) from a member of ``members`` — a node outside a group that
+    needs the group and feeds it would make a cycle."""
+    if value in memo:
+        return memo[value]
+    memo[value] = value in members
+    if not memo[value]:
+        try:
+            node = graph.node(value)
+        except KeyError:
+            return False  # a placeholder
+        memo[value] = any(depends_on(graph, v, members, memo) for v in node_inputs(node))
+    return memo[value]
+
+
+def epilogue_graph(graph: ProblemGraph, members: Sequence[str], claimed: set[str], shape: Sequence[int]
+                   ) -> list[str]:
+    """Pointwise nodes of result shape ``shape`` that consume the group's values, in graph order — a DAG, not
+    only a chain, so ``x * sigmoid(x)`` (silu as export decomposes it) fuses whole. A node joins when its other
+    operands broadcast to ``shape`` and do not themselves depend on the group (no cycle through PyTorch).
+    Constants used only by the joined nodes are inlined. Members needed outside become extra outputs."""
+    member_set = set(members)
+    last = max(i for i, n in enumerate(graph.nodes) if n.name in member_set)
+    joined: list[str] = []
+    for node in graph.nodes[last + 1:]:
+        if node.name in claimed or not fusable_pointwise(node) or node.op in expr.CONSTANT_OPS:
+            continue
+        if node.info is None or tuple(node.info.shape) != tuple(shape):
+            continue
+        inputs = node_inputs(node)
+        if not any(v in member_set for v in inputs):
+            continue
+        outside = [v for v in inputs if v not in member_set]
+        if any(v in graph.values and not broadcastable(graph.info(v).shape, shape) for v in outside):
+            continue
+        memo: dict[str, bool] = {}
+        if any(depends_on(graph, v, member_set, memo) for v in outside):
+            continue
+        joined.append(node.name)
+        member_set.add(node.name)
+    for node in graph.nodes:
+        users = graph.users.get(node.name, [])
+        if node.op in expr.CONSTANT_OPS and node.name not in claimed and users and \
+                all(u in member_set for u in users):
+            joined.append(node.name)
+            member_set.add(node.name)
+    return joined
+
+
+def operand_mode(info: TensorInfo, shape: Sequence[int]) -> str:
+    """How a kernel walking ``shape`` flat reads an operand: ``scalar`` (one element), ``flat`` (contiguous, the
+    same shape: ``ptr + offs``) or ``strided`` (broadcast or non-contiguous: per-dimension indices)."""
+    if info.numel == 1:
+        return "scalar"
+    if tuple(info.shape) == tuple(shape) and info.is_contiguous:
+        return "flat"
+    return "strided"
+
+
+def live_dims(operand: Sequence[int], shape: Sequence[int]) -> list[int]:
+    """Dimensions of ``shape`` an operand's index depends on: all but those it is broadcast along (size 1 where
+    the result's is larger). A dimension of size 1 in both stays in: its stride after ``expand`` is right either
+    way, should a second shape make it larger."""
+    offset = len(shape) - len(operand)
+    return [d for d in range(len(shape)) if d >= offset and not (operand[d - offset] == 1 and shape[d] != 1)]

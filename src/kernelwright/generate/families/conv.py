@@ -34,63 +34,16 @@ from kernelwright.generate.families.base import (
     Group,
     Policy,
     Rendered,
-    broadcastable,
-    fusable_pointwise,
+    epilogue_graph,
+    live_dims,
     make_group,
+    operand_mode,
 )
-from kernelwright.generate.graph import Node, ProblemGraph, Ref, TensorInfo, node_inputs
+from kernelwright.generate.graph import Node, ProblemGraph, Ref, node_inputs
 
 NAME = "conv"
 BATCH_NORM_EVAL = "_native_batch_norm_legit_no_training"
 _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _depends_on(graph: ProblemGraph, value: str, members: set[str], memo: dict[str, bool]) -> bool:
-    """Whether ``value`` is computed (transitively) from a member of the group."""
-    if value in memo:
-        return memo[value]
-    memo[value] = value in members
-    if not memo[value]:
-        try:
-            node = graph.node(value)
-        except KeyError:
-            return False  # a placeholder
-        memo[value] = any(_depends_on(graph, v, members, memo) for v in node_inputs(node))
-    return memo[value]
-
-
-def epilogue_nodes(graph: ProblemGraph, members: Sequence[str], claimed: set[str], shape: Sequence[int]
-                   ) -> list[str]:
-    """Pointwise nodes of result shape ``shape`` that consume the group's values, in graph order — a DAG, not
-    only a chain, so ``x * sigmoid(x)`` (silu as export decomposes it) fuses whole. A node joins when its other
-    operands broadcast to ``shape`` and do not themselves depend on the group (no cycle through PyTorch).
-    Constants used only by the joined nodes are inlined. Members needed outside become extra outputs."""
-    member_set = set(members)
-    last = max(i for i, n in enumerate(graph.nodes) if n.name in member_set)
-    joined: list[str] = []
-    for node in graph.nodes[last + 1:]:
-        if node.name in claimed or not fusable_pointwise(node) or node.op in expr.CONSTANT_OPS:
-            continue
-        if node.info is None or tuple(node.info.shape) != tuple(shape):
-            continue
-        inputs = node_inputs(node)
-        if not any(v in member_set for v in inputs):
-            continue
-        outside = [v for v in inputs if v not in member_set]
-        if any(v in graph.values and not broadcastable(graph.info(v).shape, shape) for v in outside):
-            continue
-        memo: dict[str, bool] = {}
-        if any(_depends_on(graph, v, member_set, memo) for v in outside):
-            continue
-        joined.append(node.name)
-        member_set.add(node.name)
-    for node in graph.nodes:
-        users = graph.users.get(node.name, [])
-        if node.op in expr.CONSTANT_OPS and node.name not in claimed and users and \
-                all(u in member_set for u in users):
-            joined.append(node.name)
-            member_set.add(node.name)
-    return joined
 
 
 def _affine(name: str, scale: int, shift: int) -> str:
@@ -161,7 +114,7 @@ class ConvFamily:
             detail.update(bn=getitem.name, bn_weight=_ref_name(bn_node.args[1]), bn_bias=_ref_name(bn_node.args[2]),
                           bn_mean=_ref_name(bn_node.args[3]), bn_var=_ref_name(bn_node.args[4]),
                           bn_eps=float(bn_node.args[6]))
-        pointwise = epilogue_nodes(graph, members, claimed, shape)
+        pointwise = epilogue_graph(graph, members, claimed, shape)
         detail["pointwise"] = tuple(pointwise)
         return make_group(graph, NAME, [*members, *pointwise], anchor=node.name, shape=tuple(shape), **detail)
 
@@ -231,20 +184,6 @@ def _roles(group: Group) -> _Roles:
                   bn_var=d.get("bn_var"), bn_eps=float(d.get("bn_eps", 0.0)), pointwise=tuple(d["pointwise"]))
 
 
-def _mode(info: TensorInfo, shape: Sequence[int]) -> str:
-    if info.numel == 1:
-        return "scalar"
-    if tuple(info.shape) == tuple(shape) and info.is_contiguous:
-        return "flat"
-    return "strided"
-
-
-def _live_dims(operand: Sequence[int], shape: Sequence[int]) -> list[int]:
-    """Dimensions of ``shape`` an operand's index depends on (all but those it is broadcast along)."""
-    offset = len(shape) - len(operand)
-    return [d for d in range(len(shape)) if d >= offset and not (operand[d - offset] == 1 and shape[d] != 1)]
-
-
 class _Renderer:
     """Source for one convolution group and one configuration."""
 
@@ -262,7 +201,7 @@ class _Renderer:
                 if v not in members and v in graph.values and v not in operands:
                     operands.append(v)
         self.operands = operands  # tensors the pointwise epilogue reads
-        self.modes = {v: _mode(graph.info(v), self.shape) for v in operands}
+        self.modes = {v: operand_mode(graph.info(v), self.shape) for v in operands}
 
     # -- the epilogue, shared by both variants ---------------------------------------------------------------
     def _epilogue(self, conv_value: str, ctx: _Indexing) -> tuple[list[str], dict[str, expr.Value]]:
@@ -286,7 +225,7 @@ class _Renderer:
             env[r.bn] = expr.Value("normed", torch.float32)
         for v in self.operands:
             info = self.graph.info(v)
-            load = ctx.load(v, self.modes[v], _live_dims(info.shape, self.shape))
+            load = ctx.load(v, self.modes[v], live_dims(info.shape, self.shape))
             cdt = expr.compute_dtype(info.dtype)
             if cdt != info.dtype:
                 load += f".to({expr.TL_DTYPE[cdt]})"
@@ -341,7 +280,7 @@ class _Renderer:
         kernel = f"{ident}_epilogue"
         tensors = list(dict.fromkeys(["conv_out", *self.channel_params, *self.operands]))
         strided = self._strided()
-        needs_hw = any(d in (2, 3) for v in strided for d in _live_dims(self.graph.info(v).shape, self.shape))
+        needs_hw = any(d in (2, 3) for v in strided for d in live_dims(self.graph.info(v).shape, self.shape))
         params = [f"in_{v}" for v in tensors] + [f"out_{o}" for o in self.group.outputs]
         params += ["n_channels", "n_pixels"] + (["width"] if needs_hw else [])
         for v in strided:
@@ -354,9 +293,9 @@ class _Renderer:
             "    plane = plane.to(tl.int64)",
             "mask = pixels < n_pixels",
         ]
-        if self.channel_params or any(1 in _live_dims(self.graph.info(v).shape, self.shape) for v in strided):
+        if self.channel_params or any(1 in live_dims(self.graph.info(v).shape, self.shape) for v in strided):
             body.append("channel = plane % n_channels")
-        if any(0 in _live_dims(self.graph.info(v).shape, self.shape) for v in strided):
+        if any(0 in live_dims(self.graph.info(v).shape, self.shape) for v in strided):
             body.append("image = plane // n_channels")
         if needs_hw:
             body += ["row = pixels // width", "col = pixels % width"]

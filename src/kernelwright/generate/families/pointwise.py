@@ -11,8 +11,6 @@ skipped). Floating math is fp32; results are rounded to their dtype once, at the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from kernelwright.generate import expr
 from kernelwright.generate.families.base import (
     DEFAULT_POLICY,
@@ -21,37 +19,15 @@ from kernelwright.generate.families.base import (
     Policy,
     Rendered,
     broadcastable,
+    depends_on,
     fusable_pointwise,
+    live_dims,
     make_group,
+    operand_mode,
 )
-from kernelwright.generate.graph import Node, ProblemGraph, TensorInfo, node_inputs
+from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
 
 NAME = "pointwise"
-
-
-def _depends_on(graph: ProblemGraph, value: str, members: set[str], memo: dict[str, bool]) -> bool:
-    """Whether ``value`` is computed (transitively) from a member of the group."""
-    if value in memo:
-        return memo[value]
-    memo[value] = False
-    if value in members:
-        memo[value] = True
-        return True
-    try:
-        node = graph.node(value)
-    except KeyError:
-        return False
-    result = any(_depends_on(graph, v, members, memo) for v in node_inputs(node))
-    memo[value] = result
-    return result
-
-
-def _mode(info: TensorInfo, shape: Sequence[int]) -> str:
-    if info.numel == 1:
-        return "scalar"
-    if tuple(info.shape) == tuple(shape) and info.is_contiguous:
-        return "flat"
-    return "strided"
 
 
 class PointwiseFamily:
@@ -79,7 +55,7 @@ class PointwiseFamily:
             outside = [v for v in node_inputs(candidate) if v not in member_set]
             if any(v in graph.values and not broadcastable(graph.info(v).shape, shape) for v in outside):
                 continue
-            if any(_depends_on(graph, v, member_set, memo) for v in outside):
+            if any(depends_on(graph, v, member_set, memo) for v in outside):
                 continue
             members.append(candidate.name)
             member_set.add(candidate.name)
@@ -100,7 +76,7 @@ class PointwiseFamily:
                             producer.info is None or producer.info.shape != shape:
                         continue
                     memo: dict[str, bool] = {}
-                    if any(_depends_on(graph, w, member_set, memo) for w in node_inputs(producer)):
+                    if any(depends_on(graph, w, member_set, memo) for w in node_inputs(producer)):
                         continue
                     members.append(v)
                     member_set.add(v)
@@ -122,7 +98,7 @@ class PointwiseFamily:
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
         shape = tuple(group.detail["shape"])
-        modes = {v: _mode(graph.info(v), shape) for v in group.inputs}
+        modes = {v: operand_mode(graph.info(v), shape) for v in group.inputs}
         strided = [v for v in group.inputs if modes[v] == "strided"]
         params = [f"in_{v}" for v in group.inputs] + [f"out_{o}" for o in group.outputs] + ["n_elements"]
         params += [f"size_{d}" for d in range(len(shape))] if strided else []
@@ -149,7 +125,7 @@ class PointwiseFamily:
             elif modes[v] == "scalar":
                 load = f"tl.load(in_{v})"
             else:
-                dims = _live_dims(info.shape, shape)
+                dims = live_dims(info.shape, shape)
                 offset = " + ".join(f"idx_{d} * stride_{v}_{d}" for d in dims) or "0"
                 load = f"tl.load(in_{v} + ({offset}), mask=mask, other=0)"
             cdt = expr.compute_dtype(info.dtype)
@@ -195,7 +171,3 @@ class PointwiseFamily:
         return Rendered(source="\n".join(lines), launcher=ident)
 
 
-def _live_dims(operand: Sequence[int], shape: Sequence[int]) -> list[int]:
-    """Dimensions of ``shape`` along which a broadcast operand actually varies."""
-    offset = len(shape) - len(operand)
-    return [d for d in range(len(shape)) if d >= offset and operand[d - offset] != 1 and shape[d] != 1]

@@ -50,6 +50,7 @@ from kernelwright.generate.families.base import (
     Policy,
     Rendered,
     broadcastable,
+    depends_on,
     fusable_pointwise,
     make_group,
 )
@@ -470,22 +471,6 @@ ANCHORS = {
 # ---------------------------------------------------------------------------------------------------------------
 # Growing a group around its anchor
 # ---------------------------------------------------------------------------------------------------------------
-def _depends_on(graph: ProblemGraph, value: str, members: set[str], memo: dict[str, bool]) -> bool:
-    """Whether ``value`` is computed (transitively) from a member of the group."""
-    if value in memo:
-        return memo[value]
-    memo[value] = False
-    if value in members:
-        memo[value] = True
-        return True
-    try:
-        node = graph.node(value)
-    except KeyError:
-        return False
-    memo[value] = any(_depends_on(graph, v, members, memo) for v in node_inputs(node))
-    return memo[value]
-
-
 def _emittable(graph: ProblemGraph, node: Node) -> bool:
     """Whether the pointwise emitter writes this node with these arguments."""
     env = {v: expr.Value(f"t_{v}", expr.compute_dtype(graph.info(v).dtype)) for v in node_inputs(node)
@@ -519,7 +504,7 @@ class _Grower:
 
     def _no_cycle(self, outside: Iterable[str]) -> bool:
         members, memo = set(self.spec.members), {}
-        return not any(_depends_on(self.graph, v, members, memo) for v in outside)
+        return not any(depends_on(self.graph, v, members, memo) for v in outside)
 
     def grow(self) -> None:
         anchor_index = next(i for i, n in enumerate(self.graph.nodes) if n.name == self.spec.anchor)

@@ -19,8 +19,6 @@ pointwise family does; the result is written contiguous.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from kernelwright.generate import expr
@@ -31,10 +29,12 @@ from kernelwright.generate.families.base import (
     Policy,
     Rendered,
     epilogue_chain,
+    live_dims,
     make_group,
+    operand_mode,
     prologue_chain,
 )
-from kernelwright.generate.graph import Node, ProblemGraph, TensorInfo
+from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "scan"
 SCAN_OPS = ("cumsum", "cumprod")
@@ -49,22 +49,6 @@ def _scan_dim(node: Node, rank: int) -> int:
 def _out_dtype(node: Node) -> torch.dtype:
     assert node.info is not None
     return node.info.dtype
-
-
-def _mode(info: TensorInfo, shape: Sequence[int]) -> str:
-    if info.numel == 1:
-        return "scalar"
-    if tuple(info.shape) == tuple(shape) and info.is_contiguous:
-        return "flat"
-    return "strided"
-
-
-def _live_dims(operand: Sequence[int], shape: Sequence[int]) -> list[int]:
-    """Dimensions of ``shape`` an operand's index depends on: all but those it is broadcast along (size 1 where
-    the result's is larger). A dimension of size 1 in both stays in: its stride after ``expand`` is right either
-    way, should a second shape make it larger."""
-    offset = len(shape) - len(operand)
-    return [d for d in range(len(shape)) if d >= offset and not (operand[d - offset] == 1 and shape[d] != 1)]
 
 
 class ScanFamily:
@@ -128,13 +112,13 @@ class _Renderer:
         self.rows = self.dim == len(self.shape) - 1  # the scanned dimension is the contiguous one
         self.anchor = graph.node(group.anchor or "")
         self.acc = expr.compute_dtype(_out_dtype(self.anchor))
-        self.modes = {v: _mode(graph.info(v), self.shape) for v in group.inputs}
+        self.modes = {v: operand_mode(graph.info(v), self.shape) for v in group.inputs}
         self.strided = [v for v in group.inputs if self.modes[v] == "strided"]
 
     # -- the kernel ------------------------------------------------------------------------------------------
     def _index_lines(self, outer: str, inner: str) -> list[str]:
         """Per-dimension indices (``idx_k``) that strided operands need, from the outer and inner flat indices."""
-        needed = sorted({d for v in self.strided for d in _live_dims(self.graph.info(v).shape, self.shape)}
+        needed = sorted({d for v in self.strided for d in live_dims(self.graph.info(v).shape, self.shape)}
                         - {self.dim})
         lines = []
         for dims, flat in ((range(self.dim), outer), (range(self.dim + 1, len(self.shape)), inner)):
@@ -152,7 +136,7 @@ class _Renderer:
         "" when the operand is broadcast along the scanned dimension."""
         if self.modes[v] == "flat":
             return flat_base, "1" if self.rows else "n_inner"
-        dims = _live_dims(self.graph.info(v).shape, self.shape)
+        dims = live_dims(self.graph.info(v).shape, self.shape)
         base = " + ".join(f"idx_{d} * stride_{v}_{d}" for d in dims if d != self.dim)
         if not base:  # it varies along the scanned dimension only: a vector of zeros of the program's shape
             base = "0 * rows" if self.rows else "0 * inner"
