@@ -145,37 +145,39 @@ def test_ctrl_c_keeps_the_best_so_far(problem: Path, tmp_path: Path, monkeypatch
     assert (tmp_path / "run" / "best.py").exists() and not (tmp_path / "run" / "verdict.json").exists()
 
 
-def test_reduced_sizes_keep_relations_and_a_runnable_reference(tmp_path: Path) -> None:
+def test_reduced_sizes_shrink_input_only_constants_by_one_factor(tmp_path: Path) -> None:
     from kernelwright.problem.files import read_problem
     from kernelwright.problem.sizes import reduced_sizes
 
-    path = tmp_path / "mha_like.py"
+    path = tmp_path / "heads_softmax.py"
     path.write_text(textwrap.dedent("""
         import torch
         import torch.nn as nn
 
         class Model(nn.Module):
-            def __init__(self, hidden, heads):
+            def __init__(self, heads, features):
                 super().__init__()
-                self.proj = nn.Linear(hidden, hidden)
                 self.heads = heads
+                self.scale = nn.Parameter(torch.ones(features))
 
-            def forward(self, x):
+            def forward(self, x, y):
                 b, t, h = x.shape
-                return self.proj(x).view(b, t, self.heads, h // self.heads).softmax(-1)
+                return x.view(b, t, self.heads, h // self.heads).softmax(-1).flatten(2) + y @ self.scale
 
         batch = 8
         tokens = 512
         hidden = 1024
         heads = 16
+        features = 256
 
         def get_inputs():
-            return [torch.randn(batch, tokens, hidden)]
+            return [torch.randn(batch, tokens, hidden), torch.randn(batch, tokens, 1, features)]
 
         def get_init_inputs():
-            return [hidden, heads]
+            return [heads, features]
     """))
     overrides = reduced_sizes(read_problem(path), max_elements=1 << 16)
-    assert overrides and "heads" not in overrides and "batch" not in overrides  # structure, not size
-    assert overrides["tokens"] * overrides["hidden"] * 8 <= 1 << 16
+    # heads and batch are structure (small); features sizes a parameter, so it must not change.
+    assert set(overrides) == {"tokens", "hidden"}
     assert 1024 // overrides["hidden"] == 512 // overrides["tokens"]  # one common factor
+    assert overrides["tokens"] * overrides["hidden"] * 8 <= 1 << 16

@@ -1,10 +1,11 @@
 """Smaller versions of a problem, for proving candidates on the CPU.
 
 KernelBench problems size themselves with module-level integer constants (``batch_size = 4096``). Under the Triton
-interpreter a realistic GPU size can take hours, so the CPU path of ``optimize`` checks the same problem with every
-large constant divided by one common factor — the relations between them (``hidden = heads * head_dim``, square
-matrices) survive — chosen as the smallest factor that brings the inputs under an element budget and still lets
-the reference run. Candidates must be shape-generic anyway: the verifier also runs a second shape.
+interpreter a realistic GPU size can take hours, so the CPU path of ``optimize`` checks the same problem with its
+large *input-only* constants (those the constructor does not see, so the weights and any number derived from them
+stay exactly the ones the candidate was generated for) divided by one common factor — relations between them
+survive — the smallest factor that brings the inputs under an element budget and still lets the reference run.
+Candidates must be shape-generic anyway: the verifier also runs a second shape.
 """
 
 from __future__ import annotations
@@ -43,9 +44,39 @@ def _input_elements(module: Any) -> int:
     return total
 
 
+def _init_signature(module: Any) -> list[Any]:
+    """The constructor's arguments, comparable: tensors by shape, everything else by value."""
+    import torch
+
+    torch.manual_seed(0)
+    values = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+    return [("tensor", tuple(v.shape)) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _input_only(module: Any, original: Mapping[str, int]) -> list[str]:
+    """Size constants that change the inputs but not the constructor's arguments. Only these may shrink: the
+    model (its weights, and numbers such as ``alpha = K ** -0.5`` that a kernel may have baked in) stays the one
+    the candidate was generated for."""
+    base = _init_signature(module)
+    free = []
+    for name, value in original.items():
+        if value < SHRINKABLE_MIN:
+            continue
+        apply(module, {**original, name: value // 2})
+        try:
+            if _init_signature(module) == base:
+                free.append(name)
+        except Exception:
+            pass
+        finally:
+            apply(module, original)
+    return free
+
+
 def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18) -> dict[str, int]:
-    """Overrides for the problem's size constants that bring its inputs to at most ``max_elements`` elements and
-    keep the reference runnable and finite; {} if it is small already or no factor works."""
+    """Overrides for the problem's input-only size constants that bring its inputs to at most ``max_elements``
+    elements (or as close as they allow) and keep the reference runnable and finite; {} if it is small already or
+    nothing can shrink."""
     import torch
 
     module = import_from_path(problem.path, "kernelwright_sized_problem")
@@ -53,14 +84,14 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18) -> dict[
     try:
         if _input_elements(module) <= max_elements:
             return {}
+        free = _input_only(module, original)
+        best: dict[str, int] = {}
         for factor in FACTORS[1:]:
-            overrides = {k: _shrink(v, factor) for k, v in original.items() if _shrink(v, factor) != v}
+            overrides = {k: _shrink(original[k], factor) for k in free if _shrink(original[k], factor) != original[k]}
             if not overrides:
                 continue
             apply(module, {**original, **overrides})
             try:
-                if _input_elements(module) > max_elements:
-                    continue
                 torch.manual_seed(0)
                 init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
                 model = module.Model(*init)
@@ -68,10 +99,13 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18) -> dict[
                 with torch.no_grad():
                     out = model(*module.get_inputs())
                 outs = out if isinstance(out, (tuple, list)) else [out]
-                if all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs):
-                    return overrides
+                if not all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs):
+                    continue
+                best = overrides
+                if _input_elements(module) <= max_elements:
+                    return best
             except Exception as exc:  # this factor breaks the problem: try the next
                 log.info("sizes divided by %d do not work for %s: %s", factor, problem.path.name, exc)
-        return {}
+        return best
     finally:
         apply(module, original)
