@@ -56,6 +56,9 @@ def _row(problem: Path, budget: float, out_root: Path) -> dict:
         "percent_of_floor": verdict.percent_of_floor if verdict else None,
         "tensor_core": tensor,
         "candidates": len(result.outcomes),
+        # Why nothing won, when nothing did: the first candidate's error, so a table row is never a bare "failed".
+        "why": "" if verdict and str(verdict.status) == "passed" else next(
+            (f"{o.status}: {o.error}"[:200] for o in result.outcomes if o.error), ""),
         "wall_s": time.time() - started,
     }
 
@@ -99,7 +102,8 @@ def table(args: argparse.Namespace) -> int:
             ratios.append(vs_c)
         print(f"| {name} | {'+'.join(r.get('families', []))} | {_fmt(e)} | {_fmt(c)} | {_fmt(k)} | "
               f"{_fmt(vs_e, '.2f')}x | {_fmt(vs_c, '.2f')}x | {_fmt(r.get('percent_of_floor'), '.0f')} | "
-              f"{', '.join(r.get('tensor_core', [])) or '-'} | {r.get('status')} |")
+              f"{', '.join(r.get('tensor_core', [])) or '-'} | {r.get('status')} "
+              f"{('(' + r['why'][:100] + ')') if r.get('why') else ''}|")
     if ratios:
         geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"\nGeometric mean speedup over torch.compile (max-autotune-no-cudagraphs): {geomean:.2f}x "
@@ -112,7 +116,9 @@ def main() -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run")
     p_run.add_argument("--problems", default="", help="comma-separated problem names (default: all of problems/)")
-    p_run.add_argument("--budget", type=float, default=120.0, help="seconds per problem")
+    from kernelwright.search.cli import parse_budget
+
+    p_run.add_argument("--budget", type=parse_budget, default=120.0, help="per problem, e.g. 90s or 2m (default 2m)")
     p_run.add_argument("--results", default="suite-results.json")
     p_run.add_argument("--out", default="runs/suite")
     p_table = sub.add_parser("table")

@@ -100,7 +100,7 @@ class StubEvaluator:
     seen: list[int] = field(default_factory=list)
     verified: list[int] = field(default_factory=list)
 
-    def time(self, candidates: Sequence[Candidate]) -> Iterator[Outcome]:
+    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         for c in candidates:
             if self.interrupt_after is not None and len(self.seen) >= self.interrupt_after:
                 raise KeyboardInterrupt

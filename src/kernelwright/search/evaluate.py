@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ class CpuEvaluator:
     timed: bool = False
     max_elements: int = 1 << 18  # inputs larger than this are checked at reduced sizes (the interpreter is slow)
 
-    def time(self, candidates: Sequence[Candidate]) -> Iterator[Outcome]:
+    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         return iter(())
 
     def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
@@ -58,18 +59,27 @@ class GpuEvaluator:
     seed: int = 0
     timed: bool = True
 
-    def time(self, candidates: Sequence[Candidate]) -> Iterator[Outcome]:
+    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         from kernelwright.verify.isolate import run_child
 
         pending = list(candidates)
         restarts = 0
         while pending and restarts <= MAX_WORKER_RESTARTS:
+            # The worker lives no longer than the budget: killed at the deadline, it leaves the rest untimed.
+            timeout_s, budget_limited = config.timeout_s, False
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                if left < timeout_s:
+                    timeout_s, budget_limited = left, True
             workdir = Path(tempfile.mkdtemp(prefix="kernelwright-tune-"))
             spec = {
                 "problem": str(self.problem),
                 "device": "cuda",
                 "seed": self.seed,
                 "allow_tf32": self.policy.allow_tf32,
+                "allow_reduced_precision": self.policy.allow_reduced_precision,
                 "candidates": [[c.index, str(c.path)] for c in pending],
                 "n_sets": 2,
                 "timing": {"min_reps": config.timing_min_reps, "max_reps": config.timing_max_reps,
@@ -77,7 +87,7 @@ class GpuEvaluator:
             }
             env = {"TRITON_CACHE_DIR": str(Path(config.cache_dir) / "triton")}
             try:
-                run = run_child("tune", spec, workdir=workdir, timeout_s=config.timeout_s, env_extra=env)
+                run = run_child("tune", spec, workdir=workdir, timeout_s=timeout_s, env_extra=env)
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
             by_index = {c.index: c for c in pending}
@@ -94,11 +104,25 @@ class GpuEvaluator:
                     yield Outcome(candidate=candidate, status="wrong" if "wrong output" in message.get("error", "")
                                   else "failed", error=message.get("error"))
             started = [m["index"] for m in run.events("tune_start")]
-            if started and started[-1] not in finished and not run.finished:
-                # The worker died inside this candidate (a crash or a hang): charge it to the candidate.
+            if run.timed_out and budget_limited:
+                return  # the budget ran out, not the candidate's fault
+            error = run.last("error")  # the job itself failed (the child reports it, then says done)
+            if error:
+                failure = f"the tuning worker failed: {error.get('message', '')[:300]}"
+            else:
+                lines = [line for line in run.stderr_tail.splitlines() if line.strip()]
+                failure = f"the tuning worker {run.describe_exit()}" + (f": {lines[-1][:300]}" if lines else "")
+            broken = error is not None or not run.finished
+            if broken and not started:
+                # It failed before its first candidate (the reference, the device): the same for every one.
+                for candidate in pending:
+                    yield Outcome(candidate=candidate, status="failed", error=failure)
+                return
+            if broken and started[-1] not in finished:
+                # It died inside this candidate (a crash or a hang): charge it to the candidate.
                 culprit = by_index[started[-1]]
                 finished.add(culprit.index)
-                yield Outcome(candidate=culprit, status="failed", error=f"the tuning worker {run.describe_exit()}")
+                yield Outcome(candidate=culprit, status="failed", error=failure)
             pending = [c for c in pending if c.index not in finished]
             restarts += 1
 

@@ -57,8 +57,9 @@ class Outcome:
 class Evaluator(Protocol):
     timed: bool  # whether this evaluator measures time (a GPU)
 
-    def time(self, candidates: Sequence[Candidate]) -> Iterator[Outcome]:
-        """Quick correctness check and timing of each candidate, yielded as each finishes."""
+    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
+        """Quick correctness check and timing of each candidate, yielded as each finishes; candidates not reached
+        by ``deadline`` (``time.monotonic()``) are left out."""
 
     def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
         """The verifier's full protocol."""
@@ -170,7 +171,7 @@ def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, prog
                 choice[g] = i
                 candidates.append(builder.build(tuple(choice), f"group {g} config {i}"))
         progress.built = builder.count
-        for outcome in evaluator.time([c for c in candidates if c.index not in outcomes]):
+        for outcome in evaluator.time([c for c in candidates if c.index not in outcomes], deadline=deadline):
             outcomes[outcome.candidate.index] = outcome
             progress.timed += 1
             if outcome.median_ms is not None and (best_ms is None or outcome.median_ms < best_ms):

@@ -2,8 +2,9 @@
 
 Started as the verifier's child job ``tune`` (same isolation: its own session, scrubbed environment, scratch
 directory). It builds the reference once, then for each candidate file: imports it under a fresh module name,
-builds ``ModelNew`` with the reference's weights, checks one output against the reference (a sanity check, not the
-verdict: finalists get the full protocol afterwards), and times it with the verifier's own timing. Each result is
+builds ``ModelNew`` with the reference's weights, checks one output against the reference with the verifier's own
+tolerance (float64 reference, bound relative to PyTorch's native error; a sanity check, not the verdict: finalists
+get the full protocol afterwards), and times it with the verifier's own timing. Each result is
 reported as it is measured. A CUDA error leaves the context unusable: the worker reports it and exits, and the
 parent starts a fresh worker for the candidates left.
 
@@ -39,9 +40,10 @@ def run_tune_job(spec: dict[str, Any], channel: Channel) -> None:
     reference = problem.Model(*init).to(device)
     state = reference.state_dict()
     sets = [tensors.to_device(make_inputs(problem, seed + i), device) for i in range(int(spec.get("n_sets", 2)))]
-    with torch.no_grad():
-        expected = [o.detach().cpu() for o in tensors.flatten_outputs(reference(*sets[0]))]
+    expected, expected64 = reference_outputs(reference, sets[0])
     del reference
+    roundoff = (compare.BF16_UNIT_ROUNDOFF if spec.get("allow_reduced_precision")
+                else compare.TF32_UNIT_ROUNDOFF if spec.get("allow_tf32") else 0.0)
     flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
     timing = spec["timing"]
 
@@ -58,10 +60,7 @@ def run_tune_job(spec: dict[str, Any], channel: Channel) -> None:
                     return model(*sets[i])
 
             got = [o.detach().cpu() for o in tensors.flatten_outputs(call(0))]
-            problems = compare.structure_problems(got, expected, device.type)
-            wrong = problems[0] if problems else next(
-                (c.reason for g, e in zip(got, expected) if not (c := compare.compare(
-                    g, e, None, mode=compare.KERNELBENCH)).ok), None)
+            wrong = first_mismatch(got, expected, expected64, roundoff=roundoff, device_type=device.type)
             if wrong:
                 channel.send("tuned", index=index, ok=False, error=f"wrong output: {wrong}")
                 continue
@@ -77,3 +76,39 @@ def run_tune_job(spec: dict[str, Any], channel: Channel) -> None:
                 return  # the context is gone: the parent restarts a worker for the rest
         finally:
             torch.cuda.empty_cache()
+
+
+def reference_outputs(reference: Any, inputs: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The reference's outputs in native precision, and in float64 where the model converts (else ``None`` each).
+
+    The tuner judges against float64, as the verifier does: KernelBench's fixed tolerance rejects kernels more
+    accurate than PyTorch (a bf16 LayerNorm that adds its residual in fp32 differs from PyTorch's bf16 sum by
+    several ulps; on the H200, 2026-11-30, every such candidate was thrown out)."""
+    import copy
+
+    import torch
+
+    from kernelwright.verify import tensors
+
+    with torch.no_grad():
+        expected = [o.detach().cpu() for o in tensors.flatten_outputs(reference(*inputs))]
+        try:
+            model64 = copy.deepcopy(reference).to(torch.float64)
+            inputs64 = [v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                        for v in inputs]
+            expected64 = [o.detach().cpu() for o in tensors.flatten_outputs(model64(*inputs64))]
+        except Exception:  # no float64 form: the bound falls back to PyTorch's own rounding
+            expected64 = [None] * len(expected)
+    return expected, expected64
+
+
+def first_mismatch(got: list[Any], expected: list[Any], expected64: list[Any], *, roundoff: float,
+                   device_type: str) -> str | None:
+    """Why ``got`` is wrong (structure first, then values, with the verifier's tolerance), or None."""
+    from kernelwright.verify import compare
+
+    problems = compare.structure_problems(got, expected, device_type)
+    if problems:
+        return problems[0]
+    return next((c.reason for g, e, e64 in zip(got, expected, expected64)
+                 if not (c := compare.compare(g, e, e64, allowed_unit_roundoff=roundoff)).ok), None)

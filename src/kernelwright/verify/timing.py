@@ -35,6 +35,7 @@ class Clock:
     event_synchronize: Callable[..., Any]
     device_synchronize: Callable[..., Any]
     perf_counter: Callable[[], float]
+    sleep: Callable[[int], Any] | None  # torch.cuda._sleep (device-side spin), where this torch has it
 
     @classmethod
     def capture(cls) -> Clock:
@@ -47,6 +48,7 @@ class Clock:
             event_synchronize=torch.cuda.Event.synchronize,
             device_synchronize=torch.cuda.synchronize,
             perf_counter=time.perf_counter,
+            sleep=getattr(torch.cuda, "_sleep", None),
         )
 
     def event(self) -> Any:
@@ -82,15 +84,25 @@ class Measurement:
 
 _CHUNK = 100  # timed calls queued behind one device-side sleep
 _MAX_SLEEP_MS = 200.0
-_HOST_OVERHEAD_MS = 0.05  # flush launch and event records, per call
+_MIN_SLEEP_MS = 0.5  # absorbs the host's jitter at the start of a chunk
 
 
-def _cycles_per_ms(device: torch.device) -> float:
-    """SM clock cycles per millisecond for ``torch.cuda._sleep`` (0 where unavailable: then no sleep-ahead)."""
-    if not hasattr(torch.cuda, "_sleep"):
+def _cycles_per_ms(clock: Clock) -> float:
+    """Cycles of ``torch.cuda._sleep`` per millisecond, measured (0 where unavailable: then no sleep-ahead).
+
+    Measured rather than taken from the nominal clock: the SM clock under load differs from the reported one, and
+    a sleep that is too short lets the device catch up with the host again."""
+    if clock.sleep is None:
         return 0.0
-    khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0) or 1_500_000
-    return float(khz)
+    cycles = 2_000_000
+    start, end = clock.event(), clock.event()
+    clock.sleep(cycles // 10)  # first call: module load
+    clock.record(start)
+    clock.sleep(cycles)
+    clock.record(end)
+    clock.event_synchronize(end)
+    ms = clock.elapsed_time(start, end)
+    return cycles / ms if ms > 0 else 0.0
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -138,33 +150,50 @@ def measure(
     clock.device_synchronize()
     estimate_ms = max((clock.perf_counter() - t0) * 1e3 / k, 1e-3)
 
-    # The flush's own cost, so the wall-time check can subtract it.
-    flush_events = [(clock.event(), clock.event()) for _ in range(10)]
-    for start, end in flush_events:
-        clock.record(start)
+    # A probe of ten calls as they will be timed: the flush's own cost (the wall-time check subtracts it), the
+    # device time of one call, and the host's time to queue one (flush launch and event records included). The
+    # probe is queued behind a sleep too, or a host-bound call would read its host time as device time.
+    cycles_per_ms = _cycles_per_ms(clock)
+    probe = [(clock.event(), clock.event(), clock.event(), clock.event()) for _ in range(10)]
+    host_times = []
+    if cycles_per_ms:
+        clock.sleep(int(min(_MAX_SLEEP_MS, max(1.0, 3 * len(probe) * estimate_ms)) * cycles_per_ms))
+    for i, (f0, f1, s0, s1) in enumerate(probe):
+        h0 = clock.perf_counter()
+        if before_each is not None:
+            before_each()
+        clock.record(f0)
         flush.zero_()
-        clock.record(end)
+        clock.record(f1)
+        clock.record(s0)
+        call(i % n_sets)
+        clock.record(s1)
+        host_times.append((clock.perf_counter() - h0) * 1e3)
     clock.device_synchronize()
-    flush_ms = statistics.median(clock.elapsed_time(s, e) for s, e in flush_events)
+    flush_ms = statistics.median(clock.elapsed_time(f0, f1) for f0, f1, _, _ in probe)
+    device_ms = statistics.median(clock.elapsed_time(s0, s1) for _, _, s0, s1 in probe)
+    host_ms = statistics.median(host_times)
 
-    reps = int(min(max_reps, max(min_reps, target_ms / (estimate_ms + flush_ms))))
+    reps = int(min(max_reps, max(min_reps, target_ms / max(estimate_ms, device_ms + flush_ms))))
     starts = [clock.event() for _ in range(reps)]
     ends = [clock.event() for _ in range(reps)]
     last: dict[int, Any] = {}
     chunk = min(reps, _CHUNK)
     sleeps = [(clock.event(), clock.event()) for _ in range(0, reps, chunk)]
-    cycles_per_ms = _cycles_per_ms(device)
     clock.device_synchronize()
     wall0 = clock.perf_counter()
     for c, first in enumerate(range(0, reps, chunk)):
         n = min(chunk, reps - first)
         # Hold the device back while the host queues this chunk, so each timed interval is device time and not
         # the host's launch latency (on the H200, 2026-11-30, a 0.07 ms softmax with ~0.12 ms of host work per
-        # call read 25% slow, with a tenfold IQR, when the device waited for the host).
+        # call read 25% slow, with a tenfold IQR, when the device waited for the host). The sleep covers only the
+        # host's lag plus half its queueing time: a longer one leaves the device idle, and an idle GPU boosts its
+        # clock (a 0.2 ms GEMM read 9% fast against do_bench with a sleep sized to the whole chunk).
         clock.record(sleeps[c][0])
         if cycles_per_ms:
-            sleep_ms = min(_MAX_SLEEP_MS, 1.5 * n * (estimate_ms + _HOST_OVERHEAD_MS))
-            torch.cuda._sleep(int(sleep_ms * cycles_per_ms))
+            lag_ms = 1.5 * n * host_ms - n * (device_ms + flush_ms)
+            sleep_ms = min(_MAX_SLEEP_MS, max(_MIN_SLEEP_MS, lag_ms))
+            clock.sleep(int(sleep_ms * cycles_per_ms))
         clock.record(sleeps[c][1])
         for i in range(first, first + n):
             if before_each is not None:
