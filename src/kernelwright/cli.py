@@ -21,9 +21,11 @@ from kernelwright.errors import KernelwrightError
 # subcommand -> module that implements it (imported only when chosen)
 COMMANDS: dict[str, str] = {
     "optimize": "kernelwright.search.cli",
+    "generate": "kernelwright.search.generate_cli",
     "verify": "kernelwright.verify.cli",
     "inspect": "kernelwright.inspect.cli",
     "hw": "kernelwright.hardware.cli",
+    "runs": "kernelwright.search.runs_cli",
 }
 
 EXIT_BAD_INPUT = 2

@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-HELP = "write a verified kernel for a problem from the template library (no network needed)"
+HELP = "write a verified kernel for a problem: the template library (no network), an LLM, or both"
 
 
 def parse_budget(text: str) -> float:
@@ -24,8 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("problem", help="KernelBench problem file (class Model, get_inputs, get_init_inputs)")
     p.add_argument("--out", type=Path, default=None, help="run directory (default: runs/<problem name>)")
     p.add_argument("--budget", type=parse_budget, default=180.0, help="wall-time budget, e.g. 90s, 3m (default 3m)")
-    p.add_argument("--generator", choices=("templates",), default="templates",
-                   help="where candidates come from (the LLM generators are not built yet)")
+    p.add_argument("--generator", choices=("templates", "llm", "hybrid"), default="templates",
+                   help="templates: the built-in library, no network (default); llm: an LLM in a closed loop with "
+                        "the verifier; hybrid: the templates seed, the LLM improves")
+    add_llm_arguments(p)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="cuda: tune and time on the GPU; cpu: prove the default configuration under the interpreter")
     p.add_argument("--arch", default=None, help="target arch for the instruction summary (default: the GPU's, else "
@@ -36,6 +38,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
 
 
+def add_llm_arguments(p: argparse.ArgumentParser) -> None:
+    """The LLM generator's options (``optimize --generator llm|hybrid`` and ``generate``)."""
+    llm = p.add_argument_group("the LLM generator")
+    llm.add_argument("--strategy", choices=("best-of-n", "refine", "evolve"), default="refine",
+                     help="best-of-n: independent samples; refine: lineages of rounds with feedback (default); "
+                          "evolve: population, tournament selection, mutation and crossover")
+    llm.add_argument("--samples", type=int, default=4, help="requests in flight: samples / lineages (default 4)")
+    llm.add_argument("--model", default=None, help="model name (default: KERNELWRIGHT_LLM_MODEL, kernelwright.toml, "
+                                                   "else deepseek-reasoner)")
+    llm.add_argument("--base-url", default=None, help="OpenAI-compatible server (default: KERNELWRIGHT_LLM_BASE_URL, "
+                                                      "kernelwright.toml, else https://api.deepseek.com)")
+    llm.add_argument("--max-candidates", type=int, default=None, help="stop after this many responses")
+    llm.add_argument("--max-tokens", type=int, default=None, help="stop after this many prompt+completion tokens")
+    llm.add_argument("--language", choices=("triton", "cuda"), default="triton",
+                     help="what the model writes: Triton, or CUDA C++ through load_inline")
+    llm.add_argument("--db", type=Path, default=None, help="run database (default: the cache's runs.sqlite)")
+    llm.add_argument("--resume", type=int, default=None, metavar="RUN_ID",
+                     help="continue a run that was stopped or killed (kernelwright runs lists them)")
+
+
 def run(args: argparse.Namespace) -> int:
     from kernelwright.generate.families.base import Policy
     from kernelwright.search.optimize import Progress, optimize
@@ -43,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.out or Path("runs") / Path(args.problem).stem
     policy = Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision)
+    if args.generator != "templates":
+        return _run_llm(args, out, policy)
     result = optimize(args.problem, out_dir=out, budget_s=args.budget, device=args.device, arch=args.arch,
                       policy=policy, progress=Progress())
     if args.json:
@@ -52,3 +76,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"written: {out}/best.py, verdict.json, candidates.csv, report.md", file=sys.stderr)
     best = result.best
     return 0 if best is not None and best.verdict is not None and best.verdict.passed else 1
+
+
+def _run_llm(args: argparse.Namespace, out: Path, policy: object) -> int:
+    from kernelwright.search.llm_search import optimize_with_llm
+
+    result = optimize_with_llm(args.problem, out_dir=out, budget_s=args.budget, generator=args.generator,
+                               strategy=args.strategy, samples=args.samples, device=args.device, arch=args.arch,
+                               policy=policy, model=args.model, base_url=args.base_url, db_path=args.db,
+                               resume=args.resume, max_candidates=args.max_candidates, max_tokens=args.max_tokens,
+                               language=args.language)
+    if args.json:
+        print((out / "verdict.json").read_text() if (out / "verdict.json").exists() else "{}")
+    else:
+        print((out / "report.md").read_text())
+        print(f"written: {out}/best.py, verdict.json, candidates.csv, report.md (run {result.run_id})",
+              file=sys.stderr)
+    best = result.best
+    return 0 if best is not None and best.passed else 1

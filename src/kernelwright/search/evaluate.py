@@ -35,6 +35,9 @@ class CpuEvaluator:
     policy: Policy = DEFAULT_POLICY
     timed: bool = False
     max_elements: int = 1 << 18  # inputs larger than this are checked at reduced sizes (the interpreter is slow)
+    # The reduced sizes, worked out once (running the problem): given by the caller when the problem must not run
+    # in this process (a generated problem: ``kernelwright.problem.probe`` computes them in the isolated child).
+    size_overrides: dict[str, int] | None = None
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         return iter(())
@@ -44,9 +47,10 @@ class CpuEvaluator:
         from kernelwright.problem.sizes import reduced_sizes
         from kernelwright.verify.verifier import verify
 
-        overrides = reduced_sizes(read_problem(self.problem), max_elements=self.max_elements)
+        if self.size_overrides is None:
+            self.size_overrides = reduced_sizes(read_problem(self.problem), max_elements=self.max_elements)
         return verify(self.problem, candidate.path, _options(self.policy, device="cpu", inspect_archs=(self.arch,),
-                                                             size_overrides=overrides or None))
+                                                             size_overrides=self.size_overrides or None))
 
 
 @dataclass

@@ -89,12 +89,7 @@ class Progress:
         best = f"best {self.best_ms:.4f} ms" if self.best_ms else "best -"
         if self.best_ms and self.baseline_ms:
             best += f" ({self.baseline_ms / self.best_ms:.2f}x eager)"
-        line = f"built {self.built} | timed {self.timed} | verified {self.verified} | {best} {self.note}"
-        if getattr(stream, "isatty", lambda: False)():
-            stream.write("\r\033[K" + line[:160])
-        else:
-            stream.write(line + "\n")
-        stream.flush()
+        status_line(stream, f"built {self.built} | timed {self.timed} | verified {self.verified} | {best} {self.note}")
 
     def done(self) -> None:
         import sys
@@ -103,6 +98,15 @@ class Progress:
         self.show(force=True)
         if getattr(stream, "isatty", lambda: False)():
             stream.write("\n")
+
+
+def status_line(stream: Any, line: str) -> None:
+    """A live status line: rewritten in place on a terminal, one line each time elsewhere (logs, CI)."""
+    if getattr(stream, "isatty", lambda: False)():
+        stream.write("\r\033[K" + line[:160])
+    else:
+        stream.write(line + "\n")
+    stream.flush()
 
 
 class CandidateBuilder:
@@ -190,9 +194,6 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
     """Search the template space for ``problem``; write the results to ``out_dir``. Raises
     :class:`~kernelwright.errors.InputError` when the problem cannot be captured or no template covers any of it."""
     from kernelwright.config import config
-    from kernelwright.errors import InputError
-    from kernelwright.generate.graph import capture
-    from kernelwright.generate.plan import load_families, plan
     from kernelwright.search.outputs import write_outputs
     from kernelwright.verify.verifier import resolve_device
 
@@ -201,18 +202,9 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(device)
     progress = progress or Progress()
-    graph = capture(problem)
-    family_list = list(families) if families is not None else load_families()
-    by_name = {f.name: f for f in family_list}
-    the_plan = plan(graph, family_list)
-    if not the_plan.groups:
-        ops = sorted({graph.node(n).op for n in the_plan.uncovered}) or ["(none)"]
-        raise InputError(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
-                         "use --generator llm for it")
     arch = arch or _local_arch(device) or config.arch
-    spaces = [by_name[g.family].space(graph, g, arch, policy) for g in the_plan.groups]
-    builder = CandidateBuilder(the_plan, by_name, spaces, out / "candidates",
-                               title=f"kernelwright candidate for {graph.problem.path.name}")
+    the_plan, builder = template_builder(problem, out / "candidates", arch=arch, policy=policy, families=families)
+    spaces = builder.spaces
     evaluator = evaluator or _default_evaluator(problem, device, arch, policy)
     outcomes: dict[int, Outcome] = {}
     interrupted = False
@@ -242,12 +234,33 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
         progress.note = "(interrupted: writing the best so far)"
     progress.done()
     best = _best(outcomes.values())
-    result = OptimizeResult(problem=graph.problem.path, out_dir=out, plan=the_plan,
+    result = OptimizeResult(problem=the_plan.graph.problem.path, out_dir=out, plan=the_plan,
                             outcomes=tuple(outcomes[i] for i in sorted(outcomes)), best=best,
                             timed=evaluator.timed, interrupted=interrupted, elapsed_s=time.monotonic() - started,
                             arch=arch, device=device)
     write_outputs(result)
     return result
+
+
+def template_builder(problem: str | Path, directory: Path, *, arch: str, policy: Policy = DEFAULT_POLICY,
+                     families: Iterable[Family] | None = None) -> tuple[Plan, CandidateBuilder]:
+    """Capture and plan ``problem``; a builder of candidate files over the families' configuration spaces. Raises
+    :class:`~kernelwright.errors.InputError` when the problem cannot be captured or no template covers any of it."""
+    from kernelwright.errors import InputError
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import load_families, plan
+
+    graph = capture(problem)
+    family_list = list(families) if families is not None else load_families()
+    by_name = {f.name: f for f in family_list}
+    the_plan = plan(graph, family_list)
+    if not the_plan.groups:
+        ops = sorted({graph.node(n).op for n in the_plan.uncovered}) or ["(none)"]
+        raise InputError(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
+                         "use --generator llm for it")
+    spaces = [by_name[g.family].space(graph, g, arch, policy) for g in the_plan.groups]
+    return the_plan, CandidateBuilder(the_plan, by_name, spaces, directory,
+                                      title=f"kernelwright candidate for {graph.problem.path.name}")
 
 
 def _best(outcomes: Iterable[Outcome]) -> Outcome | None:

@@ -9,11 +9,28 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kernelwright.search.llm_search import SearchResult
     from kernelwright.search.optimize import OptimizeResult
+    from kernelwright.verify.records import Verdict
 
 
 def _config_text(configs: tuple) -> str:
     return "; ".join(",".join(f"{k}={v}" for k, v in c.items()) for c in configs)
+
+
+def _timing_table(v: Verdict) -> list[str]:
+    """The winner against eager and torch.compile, side by side, and its share of the roofline floor."""
+    cand = (v.timing.get("candidate") or {}).get("median_ms")
+    lines = ["", "| | median ms | speedup |", "|---|---|---|"]
+    for key, label in (("candidate", "kernelwright"), ("eager", "eager PyTorch"),
+                       ("compile", "torch.compile"), ("compile_max_autotune", "torch.compile max-autotune")):
+        m = v.timing.get(key)
+        if m:
+            speed = "" if key == "candidate" or not cand else f"{m['median_ms'] / cand:.2f}x"
+            lines.append(f"| {label} | {m['median_ms']:.4f} | {speed} |")
+    if v.percent_of_floor is not None:
+        lines.append(f"\nAt {v.percent_of_floor:.0f}% of the achievable roofline floor.")
+    return lines
 
 
 def write_outputs(result: OptimizeResult) -> None:
@@ -80,16 +97,7 @@ def render_report(result: OptimizeResult) -> str:
                     f"`{k} = {val}`" for k, val in v.size_overrides.items()) + "); the candidate reads every size "
                     "from its tensors, and the verifier's second-shape trial checks that too."]
         else:
-            lines += ["", "| | median ms | speedup |", "|---|---|---|"]
-            cand = (v.timing.get("candidate") or {}).get("median_ms")
-            for key, label in (("candidate", "kernelwright"), ("eager", "eager PyTorch"),
-                               ("compile", "torch.compile"), ("compile_max_autotune", "torch.compile max-autotune")):
-                m = v.timing.get(key)
-                if m:
-                    speed = "" if key == "candidate" or not cand else f"{m['median_ms'] / cand:.2f}x"
-                    lines.append(f"| {label} | {m['median_ms']:.4f} | {speed} |")
-            if v.percent_of_floor is not None:
-                lines.append(f"\nAt {v.percent_of_floor:.0f}% of the achievable roofline floor.")
+            lines += _timing_table(v)
         if v.instructions:
             lines += ["", "## Instructions", ""]
             for k in v.instructions:
@@ -124,3 +132,98 @@ def summary_json(result: OptimizeResult) -> str:
             "verdict": best.verdict.message if best.verdict else None,
         },
     }, indent=2)
+
+
+def _curve_rows(points: list[dict]) -> list[dict]:
+    """At most ~12 rows of a per-sample curve: 1, 2, 4, 8, … and the last."""
+    keep = {1, len(points)}
+    k = 1
+    while k < len(points):
+        keep.add(k)
+        k *= 2
+    return [p for p in points if p["samples"] in keep]
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "-"
+
+
+def write_search_outputs(result: SearchResult) -> None:
+    """``best.py``, ``verdict.json`` (the winner's verdict plus the search: scaling curve, usage), ``candidates.csv``
+    and ``report.md`` for an LLM (or hybrid) run."""
+    from kernelwright.verify.verifier import verdict_json
+
+    out = result.out_dir
+    with open(out / "candidates.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["index", "candidate_id", "origin", "lineage", "round", "parents", "status", "median_ms",
+                         "speedup_vs_eager", "message", "file"])
+        for e in sorted(result.entries, key=lambda e: e.index):
+            writer.writerow([e.index, e.candidate_id or "", e.origin, e.lineage, e.round,
+                             " ".join(str(p) for p in e.parents),
+                             str(e.verdict.status) if e.verdict else "no code", e.median_ms or "",
+                             e.speedup_vs_eager or "", (e.verdict.message if e.verdict else e.failure or "")[:300],
+                             e.path or ""])
+    for stale in ("best.py", "verdict.json"):
+        (out / stale).unlink(missing_ok=True)
+    search = {"run_id": result.run_id, "strategy": result.strategy, "stop_reason": result.stop_reason,
+              "interrupted": result.interrupted, "elapsed_s": round(result.elapsed_s, 1), "usage": dict(result.usage),
+              "scaling": dict(result.scaling)}
+    best = result.best
+    if best is not None and best.source is not None:
+        (out / "best.py").write_text(best.source)
+        data = json.loads(verdict_json(best.verdict)) if best.verdict is not None else {}
+        data["search"] = search
+        (out / "verdict.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / "report.md").write_text(render_search_report(result))
+
+
+def render_search_report(result: SearchResult) -> str:
+    u = result.usage
+    cost = f", ${u['cost_usd']:.2f}" if u.get("cost_usd") else ""
+    lines = [
+        f"# kernelwright optimize (LLM) — {result.problem.name}",
+        "",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M', time.localtime())}; device: {result.device}; target arch: "
+        f"{result.arch}; run {result.run_id} (`kernelwright runs show {result.run_id}`)",
+        f"- strategy: {result.strategy}; {len(result.entries)} candidates in {result.elapsed_s:.0f} s; "
+        f"stopped: {result.stop_reason}",
+        f"- LLM: {u.get('calls', 0)} calls ({u.get('failures', 0)} failed), "
+        f"{u.get('prompt_tokens', 0)} prompt + {u.get('completion_tokens', 0)} completion tokens{cost}",
+        "",
+        "## Result",
+        "",
+    ]
+    best = result.best
+    if best is None or best.verdict is None:
+        lines.append("No candidate passed the verifier. The candidates and what was wrong with each are below; "
+                     "`--generator templates` gives a verified kernel where the template library covers the problem.")
+    else:
+        v = best.verdict
+        lines.append(f"Best: `best.py` (candidate {best.candidate_id}, {best.origin}, lineage {best.lineage}, "
+                     f"round {best.round}) — verdict **{v.status}**: {v.message}")
+        if not result.timed:
+            lines += ["", "**Nothing was timed**: there is no GPU here; the candidates were proven correct under the "
+                          "Triton interpreter only."]
+        else:
+            lines += _timing_table(v)
+    scaling = result.scaling
+    if scaling.get("by_samples"):
+        lines += ["", "## Inference-time scaling", "", "By samples spent (in the order they finished):", "",
+                  "| samples | correct | fraction correct | solved | best speedup vs eager |", "|---|---|---|---|---|"]
+        for p in _curve_rows(scaling["by_samples"]):
+            lines.append(f"| {p['samples']} | {p['correct']} | {p['fraction_correct']:.2f} | "
+                         f"{'yes' if p['solved'] else 'no'} | {_ratio(p['best_speedup_vs_eager'])} |")
+    if scaling.get("by_rounds"):
+        lines += ["", "By rounds (per lineage):", "", "| round | lineages correct | fraction | best speedup vs eager |",
+                  "|---|---|---|---|"]
+        for p in scaling["by_rounds"]:
+            lines.append(f"| {p['round']} | {p['lineages_correct']}/{p['lineages']} | {p['fraction_correct']:.2f} | "
+                         f"{_ratio(p['best_speedup_vs_eager'])} |")
+    lines += ["", "## Candidates", "", "| # | origin | lineage | round | status | ms | what happened |",
+              "|---|---|---|---|---|---|---|"]
+    for e in sorted(result.entries, key=lambda e: e.index)[:60]:
+        what = (e.verdict.message if e.verdict else e.failure or "").replace("|", "/")[:120]
+        lines.append(f"| {e.index} | {e.origin} | {e.lineage} | {e.round} | "
+                     f"{e.verdict.status if e.verdict else 'no code'} | {e.median_ms or '-'} | {what} |")
+    return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ JOBS: dict[str, str] = {
     "candidate": "kernelwright.verify.candidate:run_candidate_job",
     "baseline": "kernelwright.verify.baseline:run_baseline_job",
     "tune": "kernelwright.search.worker:run_tune_job",
+    "probe": "kernelwright.problem.probe:run_probe_job",
 }
 
 

@@ -115,21 +115,9 @@ def render(verdict: Verdict) -> str:
         lines.append(f"{'roofline':<12} {text}")
 
     if verdict.kernels:
-        own = [k for k in verdict.kernels if k["origin"] == "own"]
-        lib = [k for k in verdict.kernels if k["origin"] != "own"]
-        total = sum(k.get("device_time_us") or 0 for k in verdict.kernels)
-
-        def show(group: list[Any]) -> str:
-            if not group:
-                return "none"
-            items = []
-            for k in group[:4]:
-                share = f", {100 * (k['device_time_us'] or 0) / total:.0f}%" if total else ""
-                items.append(f"{k['name'][:48]} x{k['launches']}{share}")
-            return "; ".join(items) + (f"; +{len(group) - 4} more" if len(group) > 4 else "")
-
-        lines.append(f"{'kernels':<12} own: {show(own)}")
-        lines.append(f"{'':<12} library: {show(lib)}")
+        own, lib = kernel_groups(verdict)
+        lines.append(f"{'kernels':<12} own: {own}")
+        lines.append(f"{'':<12} library: {lib}")
 
     for summary in verdict.instructions[:6]:
         lines.append(f"{'instructions':<12} {_instruction_line(summary)}")
@@ -158,3 +146,21 @@ def _instruction_line(summary: dict[str, Any]) -> str:
         used = [k for k, v in distinctive.items() if v]
         parts.append(f"uses {', '.join(used) if used else 'none'} of {len(distinctive)} distinctive {arch} classes")
     return "; ".join(parts)
+
+
+def kernel_groups(verdict: Verdict) -> tuple[str, str]:
+    """The kernels a candidate launched, as two short lists (its own; the libraries'): name, launches, share of
+    device time; at most four each."""
+    total = sum(k.get("device_time_us") or 0 for k in verdict.kernels)
+
+    def show(group: list[Any]) -> str:
+        if not group:
+            return "none"
+        items = []
+        for k in group[:4]:
+            share = f", {100 * (k.get('device_time_us') or 0) / total:.0f}% of device time" if total else ""
+            items.append(f"{str(k.get('name', '?'))[:48]} x{k.get('launches', '?')}{share}")
+        return "; ".join(items) + (f"; +{len(group) - 4} more" if len(group) > 4 else "")
+
+    return (show([k for k in verdict.kernels if k.get("origin") == "own"]),
+            show([k for k in verdict.kernels if k.get("origin") != "own"]))

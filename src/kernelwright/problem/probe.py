@@ -1,0 +1,90 @@
+"""Prove that a problem file runs — in the verifier's isolated child, because the file may be untrusted (an LLM
+wrote it for ``kernelwright generate``).
+
+The child imports the problem, builds ``Model(*get_init_inputs())``, runs it once on ``get_inputs()`` and checks
+that every output is a tensor and every floating-point output is finite. On the CPU it also works out the reduced
+sizes the interpreter will check candidates at (:func:`kernelwright.problem.sizes.reduced_sizes`), so nothing of the
+file ever runs in the calling process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelwright.verify.child import Channel
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeResult:
+    ok: bool
+    message: str  # one line: what ran, or what went wrong
+    outputs: tuple[dict[str, Any], ...] = ()  # shape and dtype of each output
+    reduced_sizes: dict[str, int] = field(default_factory=dict)  # CPU only
+    seconds: float = 0.0
+
+
+def probe_problem(path: str | Path, *, device: str, timeout_s: float = 300.0,
+                  max_elements: int = 1 << 18) -> ProbeResult:
+    from kernelwright.verify.isolate import run_child
+
+    workdir = Path(tempfile.mkdtemp(prefix="kernelwright-probe-"))
+    try:
+        run = run_child("probe", {"problem": str(Path(path).resolve()), "device": device,
+                                  "max_elements": max_elements}, workdir=workdir, timeout_s=timeout_s)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    error = run.last("error")
+    result = run.last("probe")
+    if error is not None:
+        return ProbeResult(ok=False, message=error.get("message", "the problem failed"))
+    if result is None:
+        lines = [line for line in run.stderr_tail.splitlines() if line.strip()]
+        return ProbeResult(ok=False, message=f"the problem's process {run.describe_exit()}"
+                                             + (f": {lines[-1][:200]}" if lines else ""))
+    return ProbeResult(ok=bool(result["ok"]), message=result["message"], outputs=tuple(result["outputs"]),
+                       reduced_sizes=dict(result.get("reduced_sizes") or {}), seconds=float(result["seconds"]))
+
+
+def run_probe_job(spec: dict[str, Any], channel: Channel) -> None:
+    import torch
+
+    from kernelwright.problem.files import import_from_path, read_problem
+    from kernelwright.problem.sizes import reduced_sizes
+    from kernelwright.verify import runtime, tensors
+    from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
+
+    runtime.quiet_warnings()
+    device = runtime.device_of(spec["device"])
+    problem = read_problem(spec["problem"])  # the static checks first: Model, get_inputs
+    module = import_from_path(spec["problem"], PROBLEM_MODULE)
+    started = time.perf_counter()
+    init = make_init_inputs(module, 0)
+    torch.manual_seed(0)
+    model = module.Model(*init).to(device)
+    inputs = tensors.to_device(make_inputs(module, 1), device)
+    with torch.no_grad():
+        outputs = tensors.flatten_outputs(model(*inputs))
+    runtime.synchronize(device)
+    seconds = time.perf_counter() - started
+    described, problems = [], []
+    for i, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor):
+            problems.append(f"output {i} is a {type(out).__name__}, not a tensor")
+            continue
+        described.append({"shape": list(out.shape), "dtype": str(out.dtype).replace("torch.", "")})
+        if out.is_floating_point() and not bool(torch.isfinite(out).all()):
+            problems.append(f"output {i} has NaN or inf")
+    if not outputs:
+        problems.append("the forward returned no output")
+    reduced = {}
+    if not problems and device.type == "cpu":
+        reduced = reduced_sizes(problem, max_elements=int(spec.get("max_elements", 1 << 18)))
+    message = "; ".join(problems) if problems else (
+        f"ran on {device.type} in {seconds:.2f} s: " + ", ".join(f"{d['dtype']}{d['shape']}" for d in described))
+    channel.send("probe", ok=not problems, message=message, outputs=described, reduced_sizes=reduced,
+                 seconds=seconds)
