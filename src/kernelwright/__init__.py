@@ -6,6 +6,7 @@ The package mirrors the pipeline in DESIGN.md, one role per subpackage:
 - ``kernelwright.verify``    — the verifier: isolation, correctness, integrity, timing, roofline
 - ``kernelwright.hardware``  — the hardware knowledge base, occupancy, measured ceilings
 - ``kernelwright.inspect``   — instruction-level evidence (SASS classification, expectations)
+- ``kernelwright.export``    — verified runs as a ``torch.library`` op package; :func:`load`
 
 Importing ``kernelwright`` has no side effects and pulls in nothing beyond the standard library;
 each role imports torch/triton only when used.
@@ -13,6 +14,17 @@ each role imports torch/triton only when used.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "load"]
+
+
+def load(*runs: str | Path, name: str | None = None) -> type:
+    """The ``nn.Module`` class of the op ``kernelwright export`` would package from these run folders (one per
+    arch and precision policy), without writing a package: it is built once in the kernelwright cache and imported,
+    registering ``torch.ops.kernelwright_<package>.<name>``. ``load(...).__module__`` is that package."""
+    from kernelwright.export.api import load as load_package
+
+    return load_package(*runs, name=name)

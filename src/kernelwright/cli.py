@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "inspect": "kernelwright.inspect.cli",
     "hw": "kernelwright.hardware.cli",
     "runs": "kernelwright.search.runs_cli",
+    "export": "kernelwright.export.cli",
 }
 
 EXIT_BAD_INPUT = 2

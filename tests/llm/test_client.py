@@ -361,3 +361,16 @@ def test_close_can_cancel_pending_calls(fake_llm):
     assert len(server.requests) == 1
     with pytest.raises(RuntimeError, match="closed"):
         client.submit(MESSAGES)
+
+
+def test_a_key_in_a_plainly_named_variable_never_reaches_a_verifier_child(tmp_path, monkeypatch):
+    """api_key_env may name a variable that does not look like a credential; the children must not see it."""
+    from kernelwright.verify.isolate import scrubbed_environment
+
+    monkeypatch.setenv("MY_LLM", "sk-plainly-named-0123")
+    monkeypatch.setenv("MY_LLM_COPY", "sk-plainly-named-0123")  # the same value under another name
+    assert "MY_LLM" in scrubbed_environment()  # not a credential by its name alone ...
+    named = _toml(tmp_path, '[llm]\napi_key_env = "MY_LLM"\n')
+    assert resolve_settings(config_file=named).api_key == "sk-plainly-named-0123"
+    env = scrubbed_environment()
+    assert "MY_LLM" not in env and "MY_LLM_COPY" not in env  # ... but once it holds the LLM's key it is scrubbed

@@ -81,3 +81,25 @@ def test_runs_lists_the_llm_run(tmp_path, monkeypatch, fake_llm, capsys):
     runs = json.loads(capsys.readouterr().out)
     rows = runs if isinstance(runs, list) else runs.get("runs", [])
     assert len(rows) == 1 and rows[0]["status"] == "finished"
+
+
+def test_resume_continues_with_the_runs_own_problem_not_a_new_one(tmp_path, monkeypatch, fake_llm):
+    from kernelwright.search.db import RunDB
+
+    _env(monkeypatch, tmp_path)
+    args = ["generate", "add two matrices", "--device", "cpu", "--out", str(tmp_path / "gen"), "--max-candidates",
+            "1", "--samples", "1", "--db", str(tmp_path / "runs.sqlite")]
+    first = fake_llm([Reply(content=reply_with(GOOD)), Reply(content="no code, sorry")])
+    assert main([*args, "--base-url", first.base_url]) == 1
+    with RunDB(tmp_path / "runs.sqlite") as db:
+        run_id = db.runs()[0].id
+        db.finish_run(run_id, "interrupted", {})  # as a kill would leave it
+    saved = tmp_path / "gen" / "add_two_matrices.py"
+    problem = saved.read_text()
+    other = GOOD.replace("rows, cols = 64, 512", "rows, cols = 32, 256")
+    second = fake_llm([Reply(content=reply_with(other)), Reply(content="no code again")])
+    assert main([*args, "--base-url", second.base_url, "--resume", str(run_id)]) == 1
+    assert saved.read_text() == problem  # not overwritten by a new answer
+    assert len(second.requests) == 1 and "ModelNew" in json.dumps(second.requests[0])  # the loop's call only
+    with RunDB(tmp_path / "runs.sqlite") as db:
+        assert db.run(run_id).status == "finished" and db.run(run_id).resumes == 1

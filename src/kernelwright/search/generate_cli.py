@@ -5,7 +5,8 @@
    and gives finite outputs. A response without a usable problem, or a problem that fails, goes back to the model
    (up to three tries).
 3. The problem is shown and saved (``OUT/<name>.py``, with the exchange in ``OUT/problem-request.json``), then
-   optimized as a normal problem by the LLM generator (``--no-optimize`` stops after step 2).
+   optimized as a normal problem by the LLM generator (``--no-optimize`` stops after step 2). ``--resume RUN``
+   continues that run with the problem file it was for; the model is not asked for a problem again.
 
 Exit codes: 0 a verified kernel (or, with ``--no-optimize``, a problem that runs), 1 none, 2 bad invocation.
 """
@@ -53,21 +54,25 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("the request is empty: say what to build, e.g. \"softmax over the last dim of 4096x8192 "
                          "fp32\"")
     name = slug(args.request)
-    out: Path = args.out or Path("runs") / name
-    out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(args.device)
-    settings = resolve_settings(model=args.model, base_url=args.base_url)
-    with LLMClient(settings) as client:
-        try:
-            problem = write_problem(args.request, out / f"{name}.py", client=client, device=device)
-        except LLMError as exc:
-            raise InputError(f"the LLM could not be reached: {exc}") from None
-    if problem is None:
-        print(f"kernelwright generate: no usable problem after {PROBLEM_TRIES} tries; the exchange is in "
-              f"{out / 'problem-request.json'}", file=sys.stderr)
-        return 1
-    if args.no_optimize:
-        return 0
+    if args.resume is not None:  # the run's own problem: a new answer from the model would be another problem
+        problem, run_out = resumed_problem(args.resume, args.db, device=device)
+        out: Path = args.out or run_out
+    else:
+        out = args.out or Path("runs") / name
+        out.mkdir(parents=True, exist_ok=True)
+        settings = resolve_settings(model=args.model, base_url=args.base_url)
+        with LLMClient(settings) as client:
+            try:
+                problem = write_problem(args.request, out / f"{name}.py", client=client, device=device)
+            except LLMError as exc:
+                raise InputError(f"no problem written: {exc}") from None  # the message says what failed
+        if problem is None:
+            print(f"kernelwright generate: no usable problem after {PROBLEM_TRIES} tries; the exchange is in "
+                  f"{out / 'problem-request.json'}", file=sys.stderr)
+            return 1
+        if args.no_optimize:
+            return 0
     from kernelwright.search.llm_search import optimize_with_llm
 
     evaluator = None
@@ -97,6 +102,25 @@ def run(args: argparse.Namespace) -> int:
 class WrittenProblem:
     def __init__(self, path: Path, reduced_sizes: dict[str, int]) -> None:
         self.path, self.reduced_sizes = path, reduced_sizes
+
+
+def resumed_problem(run_id: int, db_path: Path | None, *, device: str) -> tuple[WrittenProblem, Path]:
+    """``--resume RUN``: the problem file the run was for (unchanged), proven to run again in the isolated child
+    (which also works out the reduced CPU sizes), and the run's folder."""
+    from kernelwright.errors import InputError
+    from kernelwright.problem.probe import probe_problem
+    from kernelwright.search.db import RunDB, source_sha256
+
+    with RunDB(db_path, create=False) as db:
+        row = db.run(run_id)
+    path = Path(row.problem_path)
+    if not path.is_file() or source_sha256(path.read_text()) != row.problem_sha256:
+        raise InputError(f"run {run_id} was for the problem {path}, which is gone or changed since; resume from the "
+                         "folder the run started in, or start a new run")
+    probe = probe_problem(path, device=device)
+    if not probe.ok:
+        raise InputError(f"run {run_id}'s problem {path} does not run: {probe.message}")
+    return WrittenProblem(path, probe.reduced_sizes), Path(row.settings.get("out_dir") or path.parent)
 
 
 def write_problem(request: str, path: Path, *, client, device: str) -> WrittenProblem | None:

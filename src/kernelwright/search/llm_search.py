@@ -77,6 +77,7 @@ class SearchResult:
     device: str
     arch: str
     timed: bool
+    policy: Policy = DEFAULT_POLICY
 
 
 @dataclass
@@ -129,10 +130,12 @@ class LLMSearch:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        self.problem_sha = hashlib.sha256(self.problem.read_bytes()).hexdigest()
+        # As the run database hashes the problem (its text: a file with CRLF line ends hashes the same way there).
+        self.problem_sha = hashlib.sha256(self.problem.read_text().encode()).hexdigest()
         (self.out_dir / "candidates").mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._seq = 0
+        self._seq = max((e.index for e in self.strategy.entries), default=0)  # resumed: after the replayed ones
+        self.closed = False  # set once the run is over: calls still running then are abandoned
         self._asked = 0
         self._call_ids: dict[str, int] = {}
         self._consecutive_failures = 0
@@ -153,7 +156,10 @@ class LLMSearch:
                 cost_usd=completion.cost_usd if completion else None, latency_s=record.latency_s,
                 attempts=record.attempts, error=record.error)
         except Exception:  # the database was closed under a call abandoned at the deadline
-            log.warning("could not store LLM call %s", record.tag, exc_info=True)
+            if self.closed:
+                log.info("LLM call %s ended after the run; not stored", record.tag)
+            else:
+                log.warning("could not store LLM call %s", record.tag, exc_info=True)
             return
         with self._lock:
             self._call_ids[record.tag] = call_id
@@ -183,12 +189,13 @@ class LLMSearch:
                     stop_reason = stop_reason or "the strategy had nothing more to ask"
                     break
                 if now >= hard_deadline:
-                    evaluations_left = [f for f, (kind, _, _) in in_flight.items() if kind == "verify"]
-                    for future in list(in_flight):
-                        if future not in evaluations_left:
+                    # Out of time: abandon the LLM calls and the verifications not started yet (their candidates
+                    # stay in the database unverified, for --resume); wait only for the one running.
+                    for future, (kind, _, _) in list(in_flight.items()):
+                        if kind == "generate" or future.cancel():
                             future.cancel()
                             del in_flight[future]
-                    if not evaluations_left:
+                    if not in_flight:
                         break
                 timeout = max(0.05, min(1.0, hard_deadline - now)) if now < hard_deadline else 1.0
                 done, _ = wait(list(in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
@@ -208,12 +215,17 @@ class LLMSearch:
         self.progress.note = f"({stop_reason})"
         self.progress.show(force=True)
         best = self.strategy.best()
-        best = self._final(best) if best is not None and not interrupted else best
+        if best is not None and not interrupted:
+            try:
+                best = self._final(best)
+            except KeyboardInterrupt:  # the winner keeps the verdict it has; the outputs are still written
+                interrupted = True
+                stop_reason = "interrupted (Ctrl-C) during the winner's final verification: the best was kept"
         return SearchResult(
             run_id=self.run_id, problem=self.problem, out_dir=self.out_dir, strategy=self.strategy.name,
             entries=tuple(self.strategy.entries), best=best, stop_reason=stop_reason, interrupted=interrupted,
             elapsed_s=time.monotonic() - started, usage=self._usage(), scaling=scaling_curve(self.strategy),
-            device=self.device, arch=self.context.arch, timed=bool(self.evaluator.timed))
+            device=self.device, arch=self.context.arch, timed=bool(self.evaluator.timed), policy=self.context.policy)
 
     def _stop_reason(self, now: float, deadline: float) -> str:
         b = self.budget
@@ -242,12 +254,11 @@ class LLMSearch:
         self.progress.asked = self._asked
         if request.kind == TEMPLATE:
             entry = self._template_mutation(request)
-            if entry is None:  # no neighbouring configuration left: count it as an empty answer
-                self._observe(Entry(index=self._next_index(), lineage=request.lineage, round=request.round,
-                                    origin="template", source=None, failure="no untried template configuration"))
+            if entry is not None:
+                self._evaluate(evaluations, in_flight, entry, request)
                 return
-            self._evaluate(evaluations, in_flight, entry, request)
-            return
+            # Every neighbouring configuration was tried: the LLM mutates the parent instead (the slot is not lost).
+            request = replace(request, kind=MUTATE)
         tag = f"run{self.run_id}-q{self._asked:04d}-L{request.lineage}R{request.round}"
         messages = self.messages_for(request)
         in_flight[self.client.submit(messages, tag=tag)] = ("generate", request, tag)
@@ -311,7 +322,7 @@ class LLMSearch:
         candidate_id, _ = self.db.add_candidate(
             self.run_id, source, origin=origin, parent_id=parents[0] if parents else None,
             parent2_id=parents[1] if len(parents) > 1 else None, lineage=request.lineage, round=request.round,
-            llm_call_id=llm_call_id)
+            llm_call_id=llm_call_id, meta=_choice_meta(template_choice))
         if path is None:
             path = self.out_dir / "candidates" / f"k{candidate_id:04d}.py"
             path.write_text(source)
@@ -387,8 +398,9 @@ class LLMSearch:
 
     # -- the winner ----------------------------------------------------------------------------------------------
     def _final(self, best: Entry) -> Entry:
-        """On a GPU the winner is verified once more, now with the torch.compile baselines."""
-        if not self.evaluator.timed or best.path is None:
+        """On a GPU the winner is verified once more, now with the torch.compile baselines (a template seed already
+        was, by the template search)."""
+        if not self.evaluator.timed or best.path is None or best.origin == "seed":
             return best
         from kernelwright.verify.verifier import verdict_json
 
@@ -460,7 +472,7 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     loop; write the outputs. ``evaluator`` can be injected (tests)."""
     from kernelwright.config import config
     from kernelwright.errors import InputError
-    from kernelwright.search.db import RunDB, toolchain_fingerprint
+    from kernelwright.search.db import RunDB, _redact_url, toolchain_fingerprint
     from kernelwright.search.optimize import _default_evaluator, _local_arch
     from kernelwright.search.outputs import write_search_outputs
     from kernelwright.search.strategies import make_strategy
@@ -482,6 +494,9 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     from kernelwright.llm.settings import resolve_settings
 
     settings = resolve_settings(model=model, base_url=base_url)  # ConfigError (one line) without a key
+    # No single call may outlive the whole budget: a call abandoned at the deadline still holds its thread (and
+    # the interpreter's exit) until it times out.
+    settings = replace(settings, timeout_s=min(settings.timeout_s, max(30.0, budget_s)))
     holder: dict[str, LLMSearch] = {}  # the client stores each call through the search, made below
     client = LLMClient(settings, on_call=lambda record: holder["search"].on_call(record))
     evaluator = evaluator or _default_evaluator(problem, device, arch, policy)
@@ -496,15 +511,16 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     problem_id = db.add_problem(problem, source)
     settings_record = {"problem": str(problem), "out_dir": str(out), "budget_s": budget_s, "generator": generator,
                        "strategy": strategy, "samples": samples, "model": settings.model,
-                       "base_url": settings.base_url,
+                       "base_url": _redact_url(settings.base_url),  # a key in the URL stays out of the file
                        "max_candidates": max_candidates, "max_tokens": max_tokens, "language": language,
                        "allow_tf32": policy.allow_tf32, "allow_reduced_precision": policy.allow_reduced_precision}
     pending: list[Entry] = []
     if resume is not None:
-        run_row = db.resume_run(resume)
-        if run_row.problem_id != problem_id:
+        if db.run(resume).problem_id != problem_id:  # checked before the run is taken over
+            db.close()
             raise InputError(f"run {resume} was for another problem (or the problem file changed since): "
                              "resume it with the same problem file, or start a new run")
+        db.resume_run(resume)
         run_id = resume
         pending = _restore(db, run_id, strat, out)
     else:
@@ -512,18 +528,24 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
                               arch=arch, toolchain=toolchain, device=device)
     ctx = PromptContext(problem_source=source, problem_name=problem.name, arch=arch, gpu=gpu,
                         ceilings=None, policy=policy, language=language)
-    template_builder = None
-    if generator == "hybrid" and resume is None:
-        template_builder = _seed_from_templates(problem, out, budget_s / 3, device, arch, policy, evaluator, db,
-                                                run_id, strat)
-    remaining = max(1.0, budget_s - (time.monotonic() - started))
-    search = LLMSearch(problem=problem, out_dir=out, strategy=strat, client=client, evaluator=evaluator, db=db,
-                       run_id=run_id, budget=Budget(wall_s=remaining, max_candidates=max_candidates,
-                                                    max_tokens=max_tokens),
-                       context=ctx, device=device, options_key=key, toolchain=toolchain,
-                       template_builder=template_builder, progress=_Progress(stream=progress_stream), seed=seed)
-    holder["search"] = search
+    search: LLMSearch | None = None
     try:
+        template_builder = None
+        if generator == "hybrid" and resume is None:
+            template_builder = _seed_from_templates(problem, out, budget_s / 3, device, arch, policy, evaluator, db,
+                                                    run_id, strat)
+        elif generator == "hybrid":
+            tried = [Candidate(index=e.candidate_id or 0, label="tried", choice=e.template_choice, configs=(),
+                               path=Path(e.path or ""), sha256=hashlib.sha256((e.source or "").encode()).hexdigest())
+                     for e in [*strat.seeds, *strat.entries, *pending] if e.template_choice is not None]
+            template_builder = _mutation_builder(problem, out, arch, policy, tried)
+        remaining = max(1.0, budget_s - (time.monotonic() - started))
+        search = LLMSearch(problem=problem, out_dir=out, strategy=strat, client=client, evaluator=evaluator, db=db,
+                           run_id=run_id, budget=Budget(wall_s=remaining, max_candidates=max_candidates,
+                                                        max_tokens=max_tokens),
+                           context=ctx, device=device, options_key=key, toolchain=toolchain,
+                           template_builder=template_builder, progress=_Progress(stream=progress_stream), seed=seed)
+        holder["search"] = search
         result = search.run(pending_sources=pending)
         write_search_outputs(result)
         best = result.best
@@ -534,13 +556,17 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
             "best_ms": best.median_ms if best else None,
             "best_speedup_vs_eager": best.speedup_vs_eager if best else None})
         return result
-    except BaseException:
-        db.finish_run(run_id, "interrupted", {"stop_reason": "the run stopped with an error"})
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            db.finish_run(run_id, "interrupted", {"stop_reason": "interrupted (Ctrl-C)"})
+        else:
+            db.finish_run(run_id, "failed", {"stop_reason": f"the run stopped with an error: {exc!r}"[:300]})
         raise
     finally:
-        close = getattr(client, "close", None)
-        if callable(close):
-            close()
+        if search is not None:
+            search.closed = True
+        # Calls still running are abandoned, not waited for: one can take timeout_s x retries, far past the budget.
+        client.close(cancel_pending=True, wait=False)
         db.close()
 
 
@@ -575,13 +601,16 @@ def _restore(db: Any, run_id: int, strategy: Strategy, out: Path) -> list[Entry]
         path = out / "candidates" / f"k{row.id:04d}.py"
         if not path.exists():
             path.write_text(row.source)
+        choice = (row.meta or {}).get("template_choice")
         entry = Entry(index=0, lineage=row.lineage, round=row.round, origin=row.origin, source=row.source,
-                      verdict=verdict, candidate_id=row.id, parents=parents, path=str(path))
+                      verdict=verdict, candidate_id=row.id, parents=parents, path=str(path),
+                      template_choice=tuple(choice) if choice is not None else None)
         if row.origin == "seed":
             strategy.seeds.append(entry)
             continue
         if verdict is None:
-            pending.append(entry)
+            strategy.restore_pending(entry)
+            pending.append(replace(entry, index=-1))  # numbered when its verdict comes
             continue
         index += 1
         strategy.restore(replace(entry, index=index))
@@ -596,7 +625,7 @@ def _seed_from_templates(problem: Path, out: Path, budget_s: float, device: str,
     import json as _json
 
     from kernelwright.errors import InputError
-    from kernelwright.search.optimize import Progress, optimize, template_builder
+    from kernelwright.search.optimize import Progress, optimize
     from kernelwright.verify.verifier import verdict_json
 
     try:
@@ -605,14 +634,41 @@ def _seed_from_templates(problem: Path, out: Path, budget_s: float, device: str,
     except InputError as exc:
         log.warning("hybrid: %s — the LLM starts without a seed", exc)
         return None
+    if result.interrupted:  # optimize() kept Ctrl-C to write its outputs; the run ends here all the same
+        raise KeyboardInterrupt
     best = result.best
     if best is not None and best.verdict is not None and best.verdict.passed:
         source = best.candidate.path.read_text()
-        cid, _ = db.add_candidate(run_id, source, origin="seed", lineage=-1, round=0)
+        choice = best.candidate.choice
+        cid, _ = db.add_candidate(run_id, source, origin="seed", lineage=-1, round=0, meta=_choice_meta(choice))
+        # A copy of its own: the template search's candidate files are not the run's to keep.
+        path = out / "candidates" / f"k{cid:04d}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
         db.record_verdict(cid, _json.loads(verdict_json(best.verdict)), arch=arch, toolchain="templates",
                           options_key="seed")
         strategy.seeds.append(Entry(index=0, lineage=-1, round=0, origin="seed", source=source,
-                                    verdict=best.verdict, candidate_id=cid, path=str(best.candidate.path),
-                                    template_choice=best.candidate.choice))
-    _, builder = template_builder(problem, out / "templates" / "candidates", arch=arch, policy=policy)
+                                    verdict=best.verdict, candidate_id=cid, path=str(path), template_choice=choice))
+    return _mutation_builder(problem, out, arch, policy, [o.candidate for o in result.outcomes])
+
+
+def _mutation_builder(problem: Path, out: Path, arch: str, policy: Policy, tried: list[Candidate]) -> Any:
+    """The template builder for template mutations (hybrid): its files go to ``templates/mutations`` (a builder
+    numbers its files from c000, so in the template search's folder it would overwrite that search's kernels), and
+    the configurations ``tried`` already are not built again. None when no template covers the problem."""
+    from kernelwright.errors import InputError
+    from kernelwright.search.optimize import template_builder
+
+    try:
+        _, builder = template_builder(problem, out / "templates" / "mutations", arch=arch, policy=policy)
+    except InputError as exc:
+        log.warning("hybrid: %s — no template mutations", exc)
+        return None
+    for candidate in tried:
+        builder.by_choice.setdefault(candidate.choice, candidate)
     return builder
+
+
+def _choice_meta(choice: tuple[int, ...] | None) -> dict[str, Any] | None:
+    """What the run database keeps of a template-built candidate, so ``--resume`` can mutate it again."""
+    return {"template_choice": list(choice)} if choice is not None else None

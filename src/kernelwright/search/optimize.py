@@ -149,6 +149,7 @@ class OptimizeResult:
     elapsed_s: float
     arch: str
     device: str
+    policy: Policy = DEFAULT_POLICY
 
 
 def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, progress: Progress,
@@ -237,7 +238,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
     result = OptimizeResult(problem=the_plan.graph.problem.path, out_dir=out, plan=the_plan,
                             outcomes=tuple(outcomes[i] for i in sorted(outcomes)), best=best,
                             timed=evaluator.timed, interrupted=interrupted, elapsed_s=time.monotonic() - started,
-                            arch=arch, device=device)
+                            arch=arch, device=device, policy=policy)
     write_outputs(result)
     return result
 

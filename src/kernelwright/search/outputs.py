@@ -6,7 +6,8 @@ import csv
 import json
 import shutil
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kernelwright.search.llm_search import SearchResult
@@ -58,6 +59,9 @@ def write_outputs(result: OptimizeResult) -> None:
         if best.verdict is not None:
             (out / "verdict.json").write_text(verdict_json(best.verdict) + "\n")
     (out / "report.md").write_text(render_report(result))
+    write_run_json(out, generator="templates", problem=result.problem, arch=result.arch, device=result.device,
+                   timed=result.timed, policy=result.policy,
+                   verdict=best.verdict if best is not None else None, has_best=best is not None)
 
 
 def render_report(result: OptimizeResult) -> str:
@@ -176,6 +180,28 @@ def write_search_outputs(result: SearchResult) -> None:
         data["search"] = search
         (out / "verdict.json").write_text(json.dumps(data, indent=1) + "\n")
     (out / "report.md").write_text(render_search_report(result))
+    write_run_json(out, generator="llm", problem=result.problem, arch=result.arch, device=result.device,
+                   timed=result.timed, policy=result.policy, verdict=best.verdict if best is not None else None,
+                   has_best=best is not None and best.source is not None, run_id=result.run_id)
+
+
+def write_run_json(out: Path, *, generator: str, problem: Path, arch: str, device: str, timed: bool, policy: Any,
+                   verdict: Verdict | None, has_best: bool, run_id: int | None = None) -> None:
+    """``run.json``: what ``kernelwright export`` needs to package the run without the rest of the folder — the
+    problem's source (the reference, the fallback), the target arch, the device and the precision policy."""
+    import hashlib
+
+    source = Path(problem).read_text()
+    (out / "run.json").write_text(json.dumps({
+        "kind": "kernelwright-run", "version": 1, "generator": generator, "run_id": run_id,
+        "problem": str(Path(problem).resolve()), "problem_name": Path(problem).stem,
+        "problem_sha256": hashlib.sha256(source.encode()).hexdigest(), "problem_source": source,
+        "arch": arch, "device": device, "device_name": (verdict.device or {}).get("name") if verdict else None,
+        "timed": timed, "allow_tf32": bool(policy.allow_tf32),
+        "allow_reduced_precision": bool(policy.allow_reduced_precision),
+        "best": "best.py" if has_best else None, "status": str(verdict.status) if verdict else None,
+        "passed": bool(verdict is not None and verdict.passed),
+    }, indent=1) + "\n")
 
 
 def render_search_report(result: SearchResult) -> str:

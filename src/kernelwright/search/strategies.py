@@ -101,6 +101,12 @@ class Strategy:
         """Replay a finished entry from the database (``--resume``)."""
         self.observe(entry)
 
+    def restore_pending(self, entry: Entry) -> None:
+        """A candidate generated before ``--resume`` but never verified: in flight again until it is observed, so
+        its lineage gets no second request meanwhile and the next round's number follows it."""
+        self.in_flight[entry.lineage] = self.in_flight.get(entry.lineage, 0) + 1
+        self.rounds[entry.lineage] = max(self.rounds.get(entry.lineage, 0), entry.round + 1)
+
     # -- helpers ------------------------------------------------------------------------------------------------
     def _issue(self, lineage: int, kind: str, parents: tuple[Entry, ...] = ()) -> Request:
         round_ = self.rounds.get(lineage, 0)
@@ -122,6 +128,10 @@ class Strategy:
     def busy(self) -> int:
         return sum(self.in_flight.values())
 
+    def new_lineage(self) -> int:
+        """A lineage number not used yet — also after ``--resume``, which replays only the verified candidates."""
+        return max([*self.rounds, *self.in_flight, *(e.lineage for e in self.entries)], default=-1) + 1
+
 
 @dataclass
 class BestOfN(Strategy):
@@ -130,8 +140,7 @@ class BestOfN(Strategy):
     def next_request(self) -> Request | None:
         if self.busy() >= self.samples:
             return None
-        lineage = len(self.entries) + self.busy()  # every sample its own lineage: they never see each other
-        return self._issue(lineage, FRESH)
+        return self._issue(self.new_lineage(), FRESH)  # every sample its own lineage: they never see each other
 
 
 @dataclass
@@ -156,10 +165,16 @@ class Evolve(Strategy):
     p_template: float = 0.2
 
     def population(self) -> list[Entry]:
-        return [e for e in [*self.seeds, *self.entries] if e.passed]
+        """The verified kernels, each source once: a model answering with its parent unchanged adds no copy (a copy
+        would win more tournaments, and crossover would pair a kernel with itself)."""
+        population: dict[str | None, Entry] = {}
+        for e in [*self.seeds, *self.entries]:
+            if e.passed:
+                population.setdefault(e.source, e)
+        return list(population.values())
 
     def select(self, exclude: Entry | None = None) -> Entry:
-        pool = [e for e in self.population() if e is not exclude] or self.population()
+        pool = [e for e in self.population() if exclude is None or e.source != exclude.source] or self.population()
         contenders = self.rng.sample(pool, min(self.tournament, len(pool)))
         timed = [e for e in contenders if e.median_ms is not None]
         if timed:
@@ -169,7 +184,7 @@ class Evolve(Strategy):
     def next_request(self) -> Request | None:
         if self.busy() >= self.samples:
             return None
-        lineage = len(self.entries) + self.busy()
+        lineage = self.new_lineage()
         population = self.population()
         if not population:
             # Nothing verified yet: fresh samples, each told what the last failure was.
@@ -179,7 +194,7 @@ class Evolve(Strategy):
         templated = [e for e in population if e.template_choice is not None]
         if templated and r < self.p_template:
             return self._issue(lineage, TEMPLATE, (self.select_from(templated),))
-        if len(population) >= 2 and r < self.p_template + self.p_crossover:
+        if len(population) >= 2 and r < (self.p_template if templated else 0.0) + self.p_crossover:
             a = self.select()
             return self._issue(lineage, CROSSOVER, (a, self.select(exclude=a)))
         return self._issue(lineage, MUTATE, (self.select(),))

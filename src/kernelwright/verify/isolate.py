@@ -38,9 +38,20 @@ _MAX_CHANNEL_BYTES = 256 * 1024 * 1024
 _TAIL_LINES = 30
 
 
+_SECRET_NAMES: set[str] = set()  # variables known to hold a secret whatever their name (an LLM key's api_key_env)
+
+
+def register_secret(name: str) -> None:
+    """Keep the variable ``name`` out of every child's environment, even if it does not look like a credential
+    (``api_key_env = "MY_LLM"`` in kernelwright.toml): generated code must never see an API key."""
+    _SECRET_NAMES.add(name)
+
+
 def scrubbed_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``os.environ`` without credential-like variables, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not _CREDENTIAL.search(k)}
+    """A copy of ``os.environ`` without credential-like variables (and registered secrets), plus ``extra``."""
+    secrets = {os.environ[n] for n in _SECRET_NAMES if os.environ.get(n)}
+    env = {k: v for k, v in os.environ.items()
+           if not _CREDENTIAL.search(k) and k not in _SECRET_NAMES and v not in secrets}
     # Make the child able to import this very copy of kernelwright, installed or not.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)

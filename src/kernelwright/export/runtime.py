@@ -1,0 +1,623 @@
+"""The runtime of an exported op: which implementation runs for a call, and running it.
+
+This file is copied verbatim into every package ``kernelwright export`` writes (as ``_runtime.py``), so it imports
+only the standard library, torch and (lazily) triton — never kernelwright. The package's generated ``__init__.py``
+holds the op's signature and its ``torch.library`` registration; everything generic lives here:
+
+- **Variants**: each is a verified KernelBench ``ModelNew`` file kept verbatim in ``_variants/``. A call
+  instantiates that variant's ``ModelNew`` once (cached per device) and runs it on the given tensors with
+  ``torch.func.functional_call``, the op's parameters and buffers standing in for the module's own. The reference
+  ``Model`` (``_reference.py``) runs the same way wherever no variant applies.
+- **Choice**: by the input device's compute capability — the exact arch, else the nearest older arch the variant
+  can run on (an arch-specific ``sm_90a`` variant runs only on compute capability 9.0; plain ``sm_80`` runs on
+  8.0 and newer), precision policies allowed by ``torch.get_float32_matmul_precision()``, then the reference. CPU
+  tensors take the reference, except under ``TRITON_INTERPRET=1``, where a Triton variant runs in Triton's
+  interpreter. A variant runs only for the dtypes and ranks it was verified with.
+- **Inductor**: in a ``triton_op`` package each variant's ``@triton.jit`` kernels are replaced, in the variant
+  module's globals, by their ``torch.library.wrap_triton`` wrappers, so every ``kernel[grid](...)`` launch is
+  visible to ``torch.compile`` when it traces the op.
+- **Backward**: recomputed through the reference with ``torch.func.vjp`` (no generated backward kernel yet).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib.util
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REFERENCE = "reference"
+
+# torch.get_float32_matmul_precision() names, least to most permissive; a run's precision policy maps onto them
+# (strict fp32 -> "highest", TF32 allowed -> "high", fp16/bf16 compute allowed -> "medium")
+PRECISIONS = ("highest", "high", "medium")
+PRECISION_LABELS = {"highest": "fp32", "high": "tf32", "medium": "reduced"}
+
+
+# ------------------------------------------------------------------------------------------------ choosing
+
+
+@dataclass(frozen=True, kw_only=True)
+class VariantSpec:
+    """One variant as ``variants.json`` records it (the fields the runtime needs)."""
+
+    id: str
+    arch: str  # "sm_90a", "sm_80", "sm_100f"
+    capability: tuple[int, int]
+    language: str  # "triton" or "cuda"
+    precision: str  # one of PRECISIONS
+    file: str  # relative to the package root
+    state_map: dict[str, str] | None  # variant's state_dict key -> reference key, when they differ
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> VariantSpec:
+        return cls(id=data["id"], arch=data["arch"], capability=(int(data["capability"][0]),
+                                                                  int(data["capability"][1])),
+                   language=data["language"], precision=data["precision"], file=data["file"],
+                   state_map=data.get("state_map"))
+
+
+def runs_on(arch: str, capability: tuple[int, int]) -> bool:
+    """Whether code built for ``arch`` runs on a device of ``capability``: an arch-specific target (``sm_90a``)
+    only on exactly its capability, a family target (``sm_100f``) on its major version from its minor up, a plain
+    one (``sm_80``) on its capability and every newer one (Triton compiles for the device; CUDA code carries PTX)."""
+    major, minor = _capability_of(arch)
+    if arch.endswith("a"):
+        return capability == (major, minor)
+    if arch.endswith("f"):
+        return capability[0] == major and capability[1] >= minor
+    return capability >= (major, minor)
+
+
+def precision_allows(variant_precision: str, current: str) -> bool:
+    """A variant computed at ``variant_precision`` may run when PyTorch's float32 matmul precision is at least as
+    permissive (``torch.set_float32_matmul_precision("high")`` admits TF32 variants)."""
+    return _precision_rank(variant_precision) <= _precision_rank(current)
+
+
+def select_variant(variants: Sequence[VariantSpec], *, capability: tuple[int, int] | None, precision: str,
+                   interpreted: bool = False) -> VariantSpec | None:
+    """The variant for a device of ``capability`` (None: the CPU), or None for the reference.
+
+    Among the variants that run on the device and whose precision is allowed: the newest arch (exact before
+    nearest older), then the most permissive precision allowed. On the CPU only the Triton interpreter runs
+    variants (``interpreted``), and only Triton ones."""
+    allowed = [v for v in variants if precision_allows(v.precision, precision)]
+    if capability is None:
+        if not interpreted:
+            return None
+        usable = [v for v in allowed if v.language == "triton"]
+    else:
+        usable = [v for v in allowed if runs_on(v.arch, capability)]
+    if not usable:
+        return None
+    return max(usable, key=lambda v: (v.capability, _precision_rank(v.precision), v.arch.endswith("a")))
+
+
+def _capability_of(arch: str) -> tuple[int, int]:
+    digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
+    if len(digits) < 2 or not digits.isdigit():
+        raise ValueError(f"{arch!r} is not an NVIDIA arch such as sm_80 or sm_90a")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def _precision_rank(precision: str) -> int:
+    try:
+        return PRECISIONS.index(precision)
+    except ValueError:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}") from None
+
+
+def interpreting() -> bool:
+    """Whether Triton would interpret kernels decorated now (``TRITON_INTERPRET=1``)."""
+    try:
+        import triton
+
+        return bool(triton.knobs.runtime.interpret)
+    except (ImportError, AttributeError):
+        return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _check_interpreter() -> None:
+    """Triton's interpreter needs ``TRITON_INTERPRET=1`` before triton is imported: its standard library
+    (``tl.sum``, ``tl.max``, ...) is made of ``@triton.jit`` functions, interpretable only if decorated then."""
+    import triton.language as tl
+
+    if type(tl.sum).__name__ != "InterpretedFunction":
+        raise RuntimeError("TRITON_INTERPRET=1 was set after triton was imported, so Triton's interpreter cannot "
+                           "run kernels in this process; set it in the environment before Python starts (or "
+                           "unset it to run the reference on CPU tensors)")
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+
+def load_module(name: str, path: Path) -> Any:
+    """Execute ``path`` as module ``name`` (registered in ``sys.modules``, which Triton's look-ups expect)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def launched_kernels(module: Any) -> dict[str, Any]:
+    """The module's ``@triton.jit`` / ``@triton.autotune`` kernels that Python code launches: every such global
+    except those another kernel calls as a device function (``wrap_triton`` wraps launches, and a device function
+    replaced by its wrapper would no longer compile)."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return {}
+    kernels = {name: value for name, value in vars(module).items() if isinstance(value, (JITFunction, Autotuner))}
+    called: set[str] = set()
+    for value in kernels.values():
+        fn = _python_function(value)
+        if fn is not None:
+            called.update(fn.__code__.co_names)
+    return {name: value for name, value in kernels.items() if name not in called}
+
+
+def _python_function(kernel: Any) -> Any:
+    inner = kernel
+    for _ in range(8):  # Autotuner -> Heuristics -> JITFunction -> the Python function
+        nxt = getattr(inner, "fn", None)
+        if nxt is None:
+            break
+        inner = nxt
+    return inner if hasattr(inner, "__code__") else None
+
+
+def wrap_launches(module: Any) -> list[str]:
+    """Replace the module's launched kernels by ``torch.library.wrap_triton`` wrappers, so a ``kernel[grid](...)``
+    traced inside a ``triton_op`` becomes a kernel call Inductor sees (and an eager call launches it directly)."""
+    from torch.library import wrap_triton
+
+    try:  # a module loaded inside the op's eager body would otherwise get the raw kernels back
+        from torch._library.triton import set_wrap_triton_enabled
+    except ImportError:  # pragma: no cover - older torch: wrapping is always enabled
+        set_wrap_triton_enabled = None  # noqa: N806
+    wrapped = []
+    enabled = set_wrap_triton_enabled(True) if set_wrap_triton_enabled else contextlib.nullcontext()
+    with enabled:
+        for name, kernel in launched_kernels(module).items():
+            setattr(module, name, wrap_triton(kernel))
+            wrapped.append(name)
+    return wrapped
+
+
+def _no_dispatch_modes() -> contextlib.AbstractContextManager[Any]:
+    """Build modules outside any tracing mode (fake tensors, functionalization): their parameters are real."""
+    try:
+        from torch.utils._python_dispatch import _disable_current_modes
+    except ImportError:  # pragma: no cover
+        return contextlib.nullcontext()
+    return _disable_current_modes()
+
+
+def build_instance(model_cls: type, init_inputs: Sequence[Any], state_keys: Sequence[str],
+                   device: torch.device) -> torch.nn.Module:
+    """``model_cls(*init_inputs)`` for calls on ``device``. Its ``state_keys`` entries become empty meta tensors
+    (every call supplies them), its other buffers move to ``device``; the caller's random state is untouched."""
+    with _no_dispatch_modes(), torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = model_cls(*init_inputs)
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"{model_cls.__name__}(...) is a {type(model).__name__}, not an nn.Module")
+        own = model.state_dict(keep_vars=True)
+        missing = [k for k in state_keys if k not in own]
+        if missing:
+            raise RuntimeError(f"{model_cls.__name__} has no parameter or buffer {', '.join(missing)}; "
+                               f"it holds {', '.join(own) or 'none'}")
+        stripped: dict[int, torch.Tensor] = {}
+        for key in state_keys:
+            _replace_with_meta(model, key, stripped)
+        for module in model.modules():
+            for name, buf in list(module._buffers.items()):
+                if buf is not None and buf.device.type != "meta":
+                    module._buffers[name] = buf.to(device)
+    return model
+
+
+def _replace_with_meta(model: torch.nn.Module, key: str, done: dict[int, torch.Tensor]) -> None:
+    *path, leaf = key.split(".")
+    owner = model
+    for part in path:
+        owner = getattr(owner, part)
+    value = owner._parameters.get(leaf) if leaf in owner._parameters else owner._buffers.get(leaf)
+    if value is None:
+        return
+    if id(value) not in done:  # tied weights stay tied
+        meta = torch.empty_like(value, device="meta")
+        done[id(value)] = torch.nn.Parameter(meta, requires_grad=value.requires_grad) \
+            if isinstance(value, torch.nn.Parameter) else meta
+    if leaf in owner._parameters:
+        owner._parameters[leaf] = done[id(value)]
+    else:
+        owner._buffers[leaf] = done[id(value)]
+
+
+def _is_fake(value: Any) -> bool:
+    if not isinstance(value, torch.Tensor):
+        return False
+    if value.device.type == "meta":
+        return True
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(is_fake(value))
+
+
+def _aliases(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return bool(torch._C._is_alias_of(a, b))
+    except (AttributeError, RuntimeError):  # pragma: no cover
+        return a is b
+
+
+# ------------------------------------------------------------------------------------------------ the runtime
+
+
+class OpRuntime:
+    """Everything the generated ``__init__.py`` delegates to: one per exported op."""
+
+    def __init__(self, *, package: str, root: Path) -> None:
+        self.package = package
+        self.root = Path(root)
+        self.spec: dict[str, Any] = json.loads((self.root / "variants.json").read_text())
+        self.inputs: list[dict[str, Any]] = list(self.spec["inputs"])
+        self.state: list[dict[str, Any]] = list(self.spec["state"])
+        self.state_keys = [s["key"] for s in self.state]
+        self.outputs: dict[str, Any] = dict(self.spec["outputs"])
+        self.registration: str = self.spec["registration"]
+        self._variants = [VariantSpec.from_json(v) for v in self.spec["variants"]]
+        self._by_id = {v.id: v for v in self._variants}
+        self._lock = threading.RLock()
+        self._modules: dict[tuple[str, bool], Any] = {}
+        self._instances: dict[tuple[str, bool, str], torch.nn.Module] = {}
+        self._capabilities: dict[int, tuple[int, int]] = {}
+        self._assumed: tuple[int, int] | None = None
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._warned_configuration = False
+        self._init_values: list[Any] | None = None
+
+    # -- what runs where -------------------------------------------------------------------------------------
+
+    def variants(self) -> list[dict[str, Any]]:
+        """Every variant as recorded in ``variants.json`` (arch, precision, where it runs, source run, verdict)."""
+        return [dict(v) for v in self.spec["variants"]]
+
+    def describe(self) -> str:
+        return format_variants(self.spec)
+
+    @contextlib.contextmanager
+    def assume_capability(self, capability: tuple[int, int] | None) -> Iterator[None]:
+        """Choose variants as if every CUDA device had ``capability`` (tests, and tracing for another GPU)."""
+        previous, self._assumed = self._assumed, (tuple(capability) if capability is not None else None)
+        try:
+            yield
+        finally:
+            self._assumed = previous
+
+    def variant_for(self, device: torch.device | str | None = None, *, capability: tuple[int, int] | None = None,
+                    precision: str | None = None, interpreted: bool | None = None) -> str:
+        """The id of the variant a call on ``device`` would run (``"reference"`` for the fallback). A given
+        ``capability`` stands for a CUDA device of that compute capability, present or not."""
+        precision = precision or torch.get_float32_matmul_precision()
+        if capability is None:
+            dev = torch.device(device) if device is not None else torch.device(
+                "cuda" if torch.cuda.is_available() else "cpu")
+            if dev.type == "cuda":
+                capability = self._capability(dev)
+            elif dev.type != "cpu":
+                return REFERENCE
+        else:
+            capability = (int(capability[0]), int(capability[1]))
+        interpreted = interpreting() if interpreted is None else interpreted
+        chosen = select_variant(self._variants, capability=capability, precision=precision, interpreted=interpreted)
+        return chosen.id if chosen is not None else REFERENCE
+
+    def dispatch_counts(self) -> dict[str, int]:
+        """How many eager calls each implementation ran in this process (``"reference"`` included)."""
+        return dict(self._counts)
+
+    def _capability(self, device: torch.device) -> tuple[int, int]:
+        if self._assumed is not None:
+            return self._assumed
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index not in self._capabilities:
+            self._capabilities[index] = tuple(torch.cuda.get_device_capability(index))  # type: ignore[assignment]
+        return self._capabilities[index]
+
+    def _choose(self, args: Sequence[Any]) -> VariantSpec | None:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors or not self._verified_dtypes(args):
+            return None
+        device = tensors[0].device
+        fake = _is_fake(tensors[0])
+        if device.type == "cuda":
+            capability: tuple[int, int] | None = self._capability(device)
+            interpreted = False
+        elif device.type == "cpu" and not fake:
+            capability, interpreted = None, interpreting()
+            if interpreted:
+                _check_interpreter()
+        else:  # meta, or fake CPU tensors: a trace on the CPU records the reference
+            return None
+        return select_variant(self._variants, capability=capability,
+                              precision=torch.get_float32_matmul_precision(), interpreted=interpreted)
+
+    def _verified_dtypes(self, args: Sequence[Any]) -> bool:
+        """A variant runs only on arguments of the dtypes and ranks the verifier checked it with."""
+        for arg, recorded in zip(args, [*self.inputs, *self.state]):
+            if recorded.get("kind", "tensor") not in ("tensor", "parameter", "buffer"):
+                continue
+            if not isinstance(arg, torch.Tensor):
+                return False
+            if str(arg.dtype).removeprefix("torch.") != recorded["dtype"] or arg.dim() != len(recorded["shape"]):
+                return False
+        return True
+
+    # -- running ---------------------------------------------------------------------------------------------
+
+    def forward(self, *args: Any) -> Any:
+        """The op's body: the chosen variant's (or the reference's) forward on these inputs and state."""
+        chosen = self._choose(args)
+        if chosen is None:
+            out = self._run_reference(args)
+            name = REFERENCE
+        else:
+            out = self._run_variant(chosen, args)
+            name = chosen.id
+        if not any(_is_fake(a) for a in args):
+            self._counts[name] += 1
+        return self._finish(out, args)
+
+    def forward_fake(self, *args: Any) -> Any:
+        """Output shapes and dtypes (the fake implementation): the reference, run on the fake tensors."""
+        return self._finish(self._run_reference(args), args)
+
+    def _run_reference(self, args: Sequence[Any]) -> Any:
+        device = _device_of(args)
+        model = self._instance(REFERENCE, False, device)
+        inputs, state = self._split(args)
+        return torch.func.functional_call(model, dict(zip(self.state_keys, state)), tuple(inputs))
+
+    def _run_variant(self, variant: VariantSpec, args: Sequence[Any]) -> Any:
+        interpreted = _device_of(args).type == "cpu"
+        model = self._instance(variant.id, interpreted, _device_of(args))
+        inputs, state = self._split(args)
+        by_reference_key = dict(zip(self.state_keys, state))
+        if variant.state_map:
+            mapping = {own: by_reference_key[ref] for own, ref in variant.state_map.items()}
+        else:
+            mapping = by_reference_key
+        return torch.func.functional_call(model, mapping, tuple(inputs))
+
+    def _split(self, args: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        n = len(self.inputs)
+        if len(args) != n + len(self.state):
+            raise TypeError(f"{self.spec['op']} takes {n} input(s) and {len(self.state)} parameter/buffer "
+                            f"tensor(s), got {len(args)} argument(s)")
+        for value, recorded in zip(args[n:], self.state):
+            if not isinstance(value, torch.Tensor) or list(value.shape) != list(recorded["shape"]):
+                shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(f"{self.spec['op']}: {recorded['key']} is {shape}, but the op was exported for "
+                                 f"the problem's Model{self._init_text()}, whose {recorded['key']} is "
+                                 f"{tuple(recorded['shape'])}")
+        return list(args[:n]), list(args[n:])
+
+    def _init_text(self) -> str:
+        return "(" + ", ".join(repr(v) for v in self._init_inputs()) + ")"
+
+    def same_configuration(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+        """Whether ``Model(*args, **kwargs)`` is the configuration the op was exported for (the problem's
+        ``get_init_inputs()``); the package's module class runs the reference when it is not."""
+        import inspect
+
+        init = self._reference_module().Model.__init__
+        try:
+            signature = inspect.signature(init)
+            given = signature.bind(None, *args, **kwargs)
+            exported = signature.bind(None, *self._init_inputs())
+        except TypeError:
+            return False
+        given.apply_defaults()
+        exported.apply_defaults()
+        same = all(_same_value(given.arguments.get(k), v) for k, v in exported.arguments.items() if k != "self")
+        if not same and not self._warned_configuration:
+            self._warned_configuration = True
+            import warnings
+
+            shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+            warnings.warn(f"{self.spec['module_class']}({shown}) is not the configuration "
+                          f"{self.spec['op']} was exported for ({self.spec['module_class']}{self._init_text()}): "
+                          "this module runs the reference, not the op", stacklevel=3)
+        return same
+
+    def _finish(self, out: Any, args: Sequence[Any]) -> Any:
+        items = list(out) if isinstance(out, (tuple, list)) else [out]
+        expected = len(self.outputs["items"])
+        if len(items) != expected:
+            raise RuntimeError(f"{self.spec['op']}: the implementation returned {len(items)} output(s), "
+                               f"the op declares {expected}")
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        # an op's output may not alias its inputs (the reference may return a view of one): copy those
+        items = [item.clone() if any(_aliases(item, t) for t in tensors) else item for item in items]
+        return items[0] if self.outputs["container"] == "tensor" else tuple(items)
+
+    def _instance(self, key: str, interpreted: bool, device: torch.device) -> torch.nn.Module:
+        cache_key = (key, interpreted, str(device))
+        model = self._instances.get(cache_key)
+        if model is not None:
+            return model
+        with self._lock:
+            model = self._instances.get(cache_key)
+            if model is None:
+                if key == REFERENCE:
+                    model_cls, keys = self._reference_module().Model, self.state_keys
+                else:
+                    variant = self._by_id[key]
+                    model_cls = self._variant_module(variant, interpreted).ModelNew
+                    keys = list(variant.state_map) if variant.state_map else self.state_keys
+                model = build_instance(model_cls, self._init_inputs(), keys, device)
+                self._instances[cache_key] = model
+        return model
+
+    def _reference_module(self) -> Any:
+        return sys.modules.get(f"{self.package}._reference") or load_module(
+            f"{self.package}._reference", self.root / "_reference.py")
+
+    def _init_inputs(self) -> list[Any]:
+        """The problem's ``get_init_inputs()`` (called once, under a fixed seed that leaves the caller's alone)."""
+        if self._init_values is None:
+            module = self._reference_module()
+            values: Any = []
+            if hasattr(module, "get_init_inputs"):
+                with _no_dispatch_modes(), torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(0)
+                    values = module.get_init_inputs()
+            self._init_values = list(values) if isinstance(values, (list, tuple)) else [values]
+        return self._init_values
+
+    def _variant_module(self, variant: VariantSpec, interpreted: bool) -> Any:
+        key = (variant.id, interpreted)
+        module = self._modules.get(key)
+        if module is None:
+            suffix = "_interpreted" if interpreted else ""
+            module = load_module(f"{self.package}._variants.{variant.id}{suffix}", self.root / variant.file)
+            if self.registration == "triton_op" and not interpreted:
+                wrap_launches(module)
+            self._modules[key] = module
+        return module
+
+    # -- autograd --------------------------------------------------------------------------------------------
+
+    def setup_context(self, ctx: Any, inputs: Sequence[Any], output: Any) -> None:
+        """Save the forward's arguments: the backward recomputes through the reference."""
+        positions = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
+        ctx.kw_positions = positions
+        ctx.kw_others = {i: a for i, a in enumerate(inputs) if not isinstance(a, torch.Tensor)}
+        ctx.kw_count = len(inputs)
+        ctx.save_for_backward(*[inputs[i] for i in positions])
+
+    def backward_function(self, backward_op: Any) -> Any:
+        """The ``register_autograd`` backward: calls the package's backward op with the saved arguments."""
+
+        def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+            args: list[Any] = [None] * ctx.kw_count
+            for i, t in zip(ctx.kw_positions, ctx.saved_tensors):
+                args[i] = t
+            for i, value in ctx.kw_others.items():
+                args[i] = value
+            needs = [bool(n) and isinstance(args[i], torch.Tensor) for i, n in enumerate(ctx.needs_input_grad)]
+            if not any(needs):
+                return tuple(None for _ in args)
+            computed = iter(backward_op(*grads, *args, needs))
+            return tuple(next(computed) if need else None for need in needs)
+
+        return backward
+
+    def backward(self, grads: Sequence[Any], args: Sequence[Any], needs: Sequence[bool]) -> list[torch.Tensor]:
+        """Gradients of the arguments marked in ``needs``, by ``torch.func.vjp`` of the reference's functional
+        form at ``args`` (outputs without a gradient count as zero)."""
+        wrt = [i for i, need in enumerate(needs) if need]
+        float_outputs = [i for i, o in enumerate(self.outputs["items"]) if o["dtype"] in _FLOAT_DTYPES]
+
+        def function(*diff: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            full = list(args)
+            for i, value in zip(wrt, diff):
+                full[i] = value
+            out = self._run_reference(full)
+            items = list(out) if isinstance(out, (tuple, list)) else [out]
+            return tuple(items[i] for i in float_outputs)
+
+        with torch.enable_grad():
+            outs, vjp = torch.func.vjp(function, *[args[i] for i in wrt])
+            cotangents = tuple(grads[i] if grads[i] is not None else torch.zeros_like(o)
+                               for i, o in zip(float_outputs, outs))
+            result = vjp(cotangents)
+        given = [t for t in [*grads, *args] if isinstance(t, torch.Tensor)]
+        out = []
+        for i, g in zip(wrt, result):
+            g = g.detach() if g is not None else torch.zeros_like(args[i])
+            # the gradient of a + b is the incoming gradient itself: an op's output may not alias its inputs
+            out.append(g.clone() if any(_aliases(g, t) for t in given) else g)
+        return out
+
+    def backward_fake(self, args: Sequence[Any], needs: Sequence[bool]) -> list[torch.Tensor]:
+        return [torch.empty_like(args[i]) for i, need in enumerate(needs) if need]
+
+
+_FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and bool(
+            torch.equal(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:  # noqa: BLE001 - an exotic value that cannot be compared is not the same
+        return False
+
+
+def _device_of(args: Sequence[Any]) -> torch.device:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a.device
+    return torch.device("cpu")
+
+
+# ------------------------------------------------------------------------------------------------ describing
+
+
+def runs_on_text(arch: str) -> str:
+    major, minor = _capability_of(arch)
+    if arch.endswith("a"):
+        return f"cc {major}.{minor} only"
+    if arch.endswith("f"):
+        return f"cc {major}.{minor}-{major}.x"
+    return f"cc {major}.{minor}+"
+
+
+def format_variants(spec: dict[str, Any]) -> str:
+    """The package's variants as a plain-text table (``kernelwright export --list`` prints this)."""
+    head = (f"{spec['package']}: torch.ops.{spec['namespace']}.{spec['op']} ({spec['registration']}; "
+            f"backward: {spec['backward']['method'] if spec.get('backward') else 'none'}) — "
+            f"problem {spec['problem']['name']}")
+    rows = [("variant", "arch", "runs on", "lang", "precision", "verdict", "timing", "source run")]
+    for v in spec["variants"]:
+        verdict = v.get("verdict") or {}
+        median = verdict.get("median_ms")
+        timing = f"{median:.4f} ms" if isinstance(median, (int, float)) else "not timed"
+        speedup = (verdict.get("speedups") or {}).get("vs_eager")
+        if isinstance(speedup, (int, float)):
+            timing += f", {speedup:.2f}x eager"
+        source = v.get("source") or {}
+        rows.append((v["id"], v["arch"], runs_on_text(v["arch"]), v["language"],
+                     PRECISION_LABELS.get(v["precision"], v["precision"]), str(verdict.get("status", "?")),
+                     timing, f"{source.get('run', '?')} ({source.get('device_name') or source.get('device', '?')})"))
+    rows.append((REFERENCE, "any", "anything else, CPU", "torch", "as PyTorch", "-", "-", "_reference.py"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join([head, "", *lines])
