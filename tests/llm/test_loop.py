@@ -254,3 +254,14 @@ def test_the_real_verifier_judges_what_the_model_writes(workspace, fake_llm) -> 
     assert "incorrect" in prompts[1].lower() or "mismatch" in prompts[1].lower()
     assert "no-own-kernel" in prompts[2]
     assert result.best is not None and result.best.source == honest
+
+
+def test_resume_refuses_other_settings(workspace, fake_llm) -> None:
+    from kernelwright.errors import InputError
+    from kernelwright.generate.families.base import Policy
+
+    server = fake_llm(lambda request, index: Reply(content=reply_with(kernel("passed", ms=1.0 + index))))
+    result = _run(workspace, server, max_candidates=1)
+    for change in ({"strategy": "evolve"}, {"policy": Policy(allow_tf32=True)}):
+        with pytest.raises(InputError, match="other settings"):
+            _run(workspace, server, resume=result.run_id, max_candidates=1, **change)

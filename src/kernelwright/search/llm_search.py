@@ -516,10 +516,19 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
                        "allow_tf32": policy.allow_tf32, "allow_reduced_precision": policy.allow_reduced_precision}
     pending: list[Entry] = []
     if resume is not None:
-        if db.run(resume).problem_id != problem_id:  # checked before the run is taken over
+        stored = db.run(resume)
+        if stored.problem_id != problem_id:  # checked before the run is taken over
             db.close()
             raise InputError(f"run {resume} was for another problem (or the problem file changed since): "
                              "resume it with the same problem file, or start a new run")
+        # Verdicts judged under one policy must not mix with another's, nor one strategy's state with another's.
+        changed = [f"{k} {stored.settings.get(k)!r} -> {settings_record[k]!r}"
+                   for k in ("strategy", "language", "allow_tf32", "allow_reduced_precision", "generator")
+                   if k in stored.settings and stored.settings.get(k) != settings_record[k]]
+        if changed:
+            db.close()
+            raise InputError(f"run {resume} was started with other settings ({'; '.join(changed)}): resume it "
+                             "with the same --strategy/--language/--generator/precision flags, or start a new run")
         db.resume_run(resume)
         run_id = resume
         pending = _restore(db, run_id, strat, out)
