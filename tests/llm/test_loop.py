@@ -265,3 +265,22 @@ def test_resume_refuses_other_settings(workspace, fake_llm) -> None:
     for change in ({"strategy": "evolve"}, {"policy": Policy(allow_tf32=True)}):
         with pytest.raises(InputError, match="other settings"):
             _run(workspace, server, resume=result.run_id, max_candidates=1, **change)
+
+
+def test_parallel_calls_do_not_overshoot_the_token_budget_by_a_round(workspace, fake_llm) -> None:
+    def passing(request, index):
+        return Reply(content=reply_with(kernel("passed", ms=1.0 + index)), prompt_tokens=3000, completion_tokens=1000,
+                     hang_s=0.05 * (index % 2))
+
+    server = fake_llm(passing)
+    result = _run(workspace, server, samples=2, max_tokens=10_000)
+    assert "token budget" in result.stop_reason
+    assert len(server.requests) <= 3  # not 4: the calls in flight count at the mean cost so far
+
+
+def test_a_transient_verdict_is_verified_again(workspace, fake_llm) -> None:
+    crashed = reply_with(kernel("crashed", note="the child died"))
+    _run(workspace, fake_llm(lambda request, index: Reply(content=crashed)), max_candidates=1)
+    evaluator = StubEvaluator()
+    _run(workspace, fake_llm(lambda request, index: Reply(content=crashed)), max_candidates=1, evaluator=evaluator)
+    assert len(evaluator.calls) == 1  # a crash says more about the moment than the kernel: not taken from the cache

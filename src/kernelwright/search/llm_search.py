@@ -128,6 +128,7 @@ class LLMSearch:
     template_builder: Any = None  # CandidateBuilder, for template mutations in hybrid runs
     progress: _Progress = field(default_factory=_Progress)
     seed: int = 0
+    session: int = 0  # how many times the run was resumed: call tags stay unique across sessions
 
     def __post_init__(self) -> None:
         # As the run database hashes the problem (its text: a file with CRLF line ends hashes the same way there).
@@ -137,6 +138,7 @@ class LLMSearch:
         self._seq = max((e.index for e in self.strategy.entries), default=0)  # resumed: after the replayed ones
         self.closed = False  # set once the run is over: calls still running then are abandoned
         self._asked = 0
+        self._generating = 0  # LLM calls in flight
         self._call_ids: dict[str, int] = {}
         self._consecutive_failures = 0
         self._last_call_error = ""
@@ -202,6 +204,7 @@ class LLMSearch:
                 for future in done:
                     kind, request, extra = in_flight.pop(future)
                     if kind == "generate":
+                        self._generating -= 1
                         self._generated(future, request, extra, in_flight, evaluations)
                     else:
                         self._verified(future, request, extra)
@@ -233,11 +236,17 @@ class LLMSearch:
             return f"wall-time budget ({b.wall_s:.0f} s) spent"
         if b.max_candidates is not None and self._asked >= b.max_candidates:
             return f"candidate budget ({b.max_candidates}) spent"
-        if b.max_tokens is not None and self._tokens() >= b.max_tokens:
+        if b.max_tokens is not None and self._projected_tokens() >= b.max_tokens:
             return f"token budget ({b.max_tokens}) spent"
         if self._consecutive_failures >= MAX_CONSECUTIVE_CALL_FAILURES:
             return f"the LLM calls fail: {self._last_call_error}"
         return ""
+
+    def _projected_tokens(self) -> int:
+        """Tokens spent plus what the calls in flight will likely spend (the mean of the calls so far), so the
+        token budget is not overshot by a whole round of parallel samples."""
+        spent, done = self._tokens(), self.client.usage.calls - self.client.usage.failures
+        return spent + (spent // done if done else 0) * self._generating
 
     def _tokens(self) -> int:
         usage = self.client.usage
@@ -259,9 +268,10 @@ class LLMSearch:
                 return
             # Every neighbouring configuration was tried: the LLM mutates the parent instead (the slot is not lost).
             request = replace(request, kind=MUTATE)
-        tag = f"run{self.run_id}-q{self._asked:04d}-L{request.lineage}R{request.round}"
+        tag = f"run{self.run_id}s{self.session}-q{self._asked:04d}-L{request.lineage}R{request.round}"
         messages = self.messages_for(request)
         in_flight[self.client.submit(messages, tag=tag)] = ("generate", request, tag)
+        self._generating += 1
 
     def messages_for(self, request: Request) -> list[dict[str, str]]:
         from kernelwright.llm import prompting
@@ -336,7 +346,8 @@ class LLMSearch:
         sha = hashlib.sha256(entry.source.encode()).hexdigest()
         cached = self.db.cached_verdict(self.problem_sha, sha, arch=self.context.arch, toolchain=self.toolchain,
                                         options_key=self.options_key)
-        if cached is not None:  # the same kernel, verified before for this problem, arch, toolchain and options
+        if cached is not None and cached.get("status") not in TRANSIENT:
+            # The same kernel, verified before for this problem, arch, toolchain and options.
             verdict = Verdict.from_json(cached)
             self.db.record_verdict(entry.candidate_id, cached, arch=self.context.arch, toolchain=self.toolchain,
                                    options_key=self.options_key)
@@ -454,10 +465,18 @@ def scaling_curve(strategy: Strategy) -> dict[str, Any]:
 
 
 def options_key(*, device: str, policy: Policy, reduced: bool) -> str:
-    """What, besides problem, source, arch and toolchain, changes a verdict (for the verdict cache)."""
+    """What, besides problem, source, arch and toolchain, changes a verdict (for the verdict cache) — including the
+    verifier's own version and settings, so a stronger protocol never inherits an old "passed"."""
+    from kernelwright import __version__
+    from kernelwright.config import config
+
     return json.dumps({"device": device, "allow_tf32": policy.allow_tf32,
-                       "allow_reduced_precision": policy.allow_reduced_precision, "reduced_sizes": reduced},
-                      sort_keys=True)
+                       "allow_reduced_precision": policy.allow_reduced_precision, "reduced_sizes": reduced,
+                       "kernelwright": __version__, "trials": config.trials}, sort_keys=True)
+
+
+# Verdicts that say more about the moment than the kernel: verified again rather than taken from the cache.
+TRANSIENT = frozenset({"timeout", "crashed"})
 
 
 
@@ -553,7 +572,8 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
                            run_id=run_id, budget=Budget(wall_s=remaining, max_candidates=max_candidates,
                                                         max_tokens=max_tokens),
                            context=ctx, device=device, options_key=key, toolchain=toolchain,
-                           template_builder=template_builder, progress=_Progress(stream=progress_stream), seed=seed)
+                           template_builder=template_builder, progress=_Progress(stream=progress_stream), seed=seed,
+                           session=db.run(run_id).resumes)
         holder["search"] = search
         result = search.run(pending_sources=pending)
         write_search_outputs(result)
