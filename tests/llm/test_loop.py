@@ -284,3 +284,19 @@ def test_a_transient_verdict_is_verified_again(workspace, fake_llm) -> None:
     evaluator = StubEvaluator()
     _run(workspace, fake_llm(lambda request, index: Reply(content=crashed)), max_candidates=1, evaluator=evaluator)
     assert len(evaluator.calls) == 1  # a crash says more about the moment than the kernel: not taken from the cache
+
+
+def test_resume_restores_calls_that_gave_no_candidate(workspace, fake_llm) -> None:
+    """A response without code is not a candidate, but it is a sample and its lineage's last feedback: a resumed
+    run gets it back from the stored call (re-parsed for the same reason)."""
+    server = fake_llm([Reply(content="Tile it in shared memory."), Reply(content=reply_with(kernel("passed", ms=1.0))),
+                       Reply(content=reply_with(kernel("passed", ms=0.5, body="return x + x")))])
+    first = _run(workspace, server, max_candidates=2)
+    with RunDB(workspace[0] / "runs.sqlite") as db:
+        db.finish_run(first.run_id, "interrupted", {})  # as if the process had been killed here
+    result = _run(workspace, server, resume=first.run_id, max_candidates=1)
+    entries = sorted(result.entries, key=lambda e: e.index)
+    assert [e.index for e in entries] == [1, 2, 3]
+    assert entries[0].failure and "code block" in entries[0].failure and entries[0].round == 0
+    assert [e.round for e in entries] == [0, 1, 2]  # the lineage went on from its third round
+    assert len(result.scaling["by_samples"]) == 3 and result.best.median_ms == 0.5

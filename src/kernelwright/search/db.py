@@ -224,6 +224,17 @@ class RunSummary:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CallRow:
+    """One LLM call as stored (no messages: they can be large; read them with ``runs show --json``)."""
+
+    id: int
+    tag: str
+    response_text: str | None
+    error: str | None
+    created: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class CandidateRow:
     id: int
     run_id: int
@@ -629,6 +640,13 @@ class RunDB:
                  response_text, reasoning_text, prompt_tokens, completion_tokens, cost_usd, latency_s, attempts,
                  error, time.time()))
             return int(cursor.lastrowid)
+
+    def llm_calls(self, run_id: int) -> list[CallRow]:
+        """The run's LLM calls, oldest first."""
+        with self._lock:
+            rows = self._conn.execute("SELECT id, tag, response_text, error, created FROM llm_calls "
+                                      "WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
+        return [CallRow(id=r[0], tag=r[1], response_text=r[2], error=r[3], created=r[4]) for r in rows]
 
     def llm_usage(self, run_id: int) -> dict[str, Any]:
         """calls, failures, prompt/completion/total tokens, cost (None when no call reported one), seconds."""

@@ -618,13 +618,20 @@ def _gpu_facts(arch: str, device: str) -> Any:
 
 
 def _restore(db: Any, run_id: int, strategy: Strategy, out: Path) -> list[Entry]:
-    """Rebuild the strategy's state from the database; return the candidates generated but never verified."""
+    """Rebuild the strategy's state from the database — verified candidates, and the calls that gave no candidate
+    (failed, or answered without usable code: re-parsed for the same one-line reason), in the order they happened,
+    so lineages keep their last feedback and the scaling curve counts every sample; return the candidates generated
+    but never verified."""
+    import re
+
+    from kernelwright.llm.parse import ParseFailure, extract_modelnew
     from kernelwright.verify.records import Verdict
 
     pending = []
-    index = 0
+    events: list[tuple[float, Entry]] = []
     (out / "candidates").mkdir(parents=True, exist_ok=True)
-    for row in db.candidates(run_id):
+    rows = db.candidates(run_id)
+    for row in rows:
         verdict = Verdict.from_json(db.verdict(row.verdict_id)) if row.verdict_id is not None else None
         parents = tuple(p for p in (row.parent_id, row.parent2_id) if p is not None)
         path = out / "candidates" / f"k{row.id:04d}.py"
@@ -636,12 +643,27 @@ def _restore(db: Any, run_id: int, strategy: Strategy, out: Path) -> list[Entry]
                       template_choice=tuple(choice) if choice is not None else None)
         if row.origin == "seed":
             strategy.seeds.append(entry)
-            continue
-        if verdict is None:
+        elif verdict is None:
             strategy.restore_pending(entry)
             pending.append(replace(entry, index=-1))  # numbered when its verdict comes
+        else:
+            events.append((row.created, entry))
+    with_candidate = {row.llm_call_id for row in rows if row.llm_call_id is not None}
+    for call in db.llm_calls(run_id):
+        where = re.search(r"-L(\d+)R(\d+)$", call.tag)
+        if call.id in with_candidate or where is None:
             continue
-        index += 1
+        if call.error:
+            failure = f"the LLM call failed: {call.error}"
+        else:
+            try:
+                extract_modelnew(call.response_text or "")
+                failure = "the run stopped before this response was processed"
+            except ParseFailure as exc:
+                failure = str(exc)
+        events.append((call.created, Entry(index=0, lineage=int(where.group(1)), round=int(where.group(2)),
+                                           origin="llm", source=None, failure=failure)))
+    for index, (_, entry) in enumerate(sorted(events, key=lambda e: e[0]), start=1):
         strategy.restore(replace(entry, index=index))
     return pending
 
