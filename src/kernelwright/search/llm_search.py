@@ -644,7 +644,6 @@ def _restore(db: Any, run_id: int, strategy: Strategy, out: Path) -> list[Entry]
         if row.origin == "seed":
             strategy.seeds.append(entry)
         elif verdict is None:
-            strategy.restore_pending(entry)
             pending.append(replace(entry, index=-1))  # numbered when its verdict comes
         else:
             events.append((row.created, entry))
@@ -665,6 +664,8 @@ def _restore(db: Any, run_id: int, strategy: Strategy, out: Path) -> list[Entry]
                                            origin="llm", source=None, failure=failure)))
     for index, (_, entry) in enumerate(sorted(events, key=lambda e: e[0]), start=1):
         strategy.restore(replace(entry, index=index))
+    for entry in pending:  # after the replay, which would otherwise count them as answered
+        strategy.restore_pending(entry)
     return pending
 
 
