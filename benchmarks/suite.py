@@ -56,6 +56,7 @@ def _row(problem: Path, budget: float, out_root: Path) -> dict:
         "percent_of_floor": verdict.percent_of_floor if verdict else None,
         "tensor_core": tensor,
         "candidates": len(result.outcomes),
+        "verify_phases": dict(verdict.phases) if verdict else {},
         # Why nothing won, when nothing did: the first candidate's error, so a table row is never a bare "failed".
         "why": "" if verdict and str(verdict.status) == "passed" else next(
             (f"{o.status}: {o.error}"[:200] for o in result.outcomes if o.error), ""),
@@ -68,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     names = [n for n in args.problems.split(",") if n] if args.problems else sorted(
         p.stem for p in (ROOT / "problems").glob("*.py"))
+    if args.skip_done:
+        names = [n for n in names if n not in results or "error" in results[n]]
+    if args.gpus > 1:
+        return _run_on_gpus(args, names, results_path, results)
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
@@ -77,6 +82,31 @@ def run(args: argparse.Namespace) -> int:
         results[name] = row
         results_path.write_text(json.dumps(results, indent=1))
         print(json.dumps(row), flush=True)
+    return 0
+
+
+def _run_on_gpus(args: argparse.Namespace, names: list[str], results_path: Path, results: dict) -> int:
+    """One worker process per GPU (``CUDA_VISIBLE_DEVICES``), problems dealt round-robin; each GPU times only its
+    own problems, so nothing shares a device while it is timed. The workers' rows are merged at the end (and as
+    each worker finishes), so a run cut short keeps what finished."""
+    import os
+    import subprocess
+
+    procs = []
+    for gpu in range(args.gpus):
+        mine = names[gpu::args.gpus]
+        if not mine:
+            continue
+        part = results_path.with_name(f"{results_path.stem}.gpu{gpu}{results_path.suffix}")
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+        cmd = [sys.executable, __file__, "run", "--problems", ",".join(mine), "--budget", str(args.budget),
+               "--results", str(part), "--out", str(Path(args.out) / f"gpu{gpu}")]
+        procs.append((subprocess.Popen(cmd, env=env), part))
+    for proc, part in procs:
+        proc.wait()
+        if part.exists():
+            results.update(json.loads(part.read_text()))
+            results_path.write_text(json.dumps(results, indent=1))
     return 0
 
 
@@ -121,6 +151,8 @@ def main() -> int:
     p_run.add_argument("--budget", type=parse_budget, default=120.0, help="per problem, e.g. 90s or 2m (default 2m)")
     p_run.add_argument("--results", default="suite-results.json")
     p_run.add_argument("--out", default="runs/suite")
+    p_run.add_argument("--gpus", type=int, default=1, help="problems spread over this many GPUs, one process each")
+    p_run.add_argument("--skip-done", action="store_true", help="leave out problems already in --results")
     p_table = sub.add_parser("table")
     p_table.add_argument("--results", default="suite-results.json")
     args = parser.parse_args()

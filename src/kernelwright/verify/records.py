@@ -81,6 +81,7 @@ class Verdict:
     duration_s: float = 0.0
     kernelwright_version: str = ""
     size_overrides: Mapping[str, int] = field(default_factory=dict)  # sizes the problem was checked at, if changed
+    phases: Mapping[str, float] = field(default_factory=dict)  # wall seconds per step of the protocol
 
     @property
     def passed(self) -> bool:
@@ -117,6 +118,7 @@ class Verdict:
             "duration_s": self.duration_s,
             "kernelwright_version": self.kernelwright_version,
             "size_overrides": dict(self.size_overrides),
+            "phases": dict(self.phases),
         }
 
     @classmethod
@@ -148,4 +150,5 @@ class Verdict:
             duration_s=float(data.get("duration_s", 0.0)),
             kernelwright_version=data.get("kernelwright_version", ""),
             size_overrides=dict(data.get("size_overrides") or {}),
+            phases=dict(data.get("phases") or {}),
         )

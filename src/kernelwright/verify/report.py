@@ -127,6 +127,9 @@ def render(verdict: Verdict) -> str:
     if verdict.stderr_tail and not verdict.passed:
         tail = verdict.stderr_tail.strip().splitlines()[-6:]
         lines.append(f"{'stderr':<12} " + f"\n{'':<13}".join(tail))
+    if verdict.phases:
+        lines.append(f"{'took':<12} {verdict.duration_s:.1f} s: " + ", ".join(
+            f"{name} {seconds:.1f} s" for name, seconds in verdict.phases.items()))
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ runs (they are deleted from disk first), judges every output (:mod:`kernelwright
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -16,7 +17,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,7 @@ class _Verification:
         self.traits: ProblemTraits | None = None
         self.work: Any = None
         self.reference_kernels: list[str] = []
+        self.phases: dict[str, float] = {}
         # What the user allowed, made explicit in the tolerance (precision findings then become notes).
         self.allowed_roundoff = (compare.BF16_UNIT_ROUNDOFF if opts.allow_reduced_precision
                                  else compare.TF32_UNIT_ROUNDOFF if opts.allow_tf32 else 0.0)
@@ -190,9 +192,20 @@ class _Verification:
                          env_extra=self.env, memory_limit_bytes=memory)
 
     # -- the whole protocol -------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Wall time of one step of the protocol, for the verdict (where a slow verify spends its time)."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(self.phases.get(name, 0.0) + time.monotonic() - started, 2)
+
     def run(self) -> Verdict:
-        refs, ref_trials, semantics = self._reference()
-        cand = self._candidate(ref_trials)
+        with self._phase("reference"):
+            refs, ref_trials, semantics = self._reference()
+        with self._phase("candidate"):
+            cand = self._candidate(ref_trials)
         failure = self._child_failure(cand)
         judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
         self._judge_kernels(cand)
@@ -211,11 +224,14 @@ class _Verification:
         for finding in cand.events("finding"):
             self.judge.add(finding["code"], finding["message"], **dict(finding.get("details") or {}))
         self._notes(cand)
-        instructions = self._instructions(cand)
+        with self._phase("instructions"):
+            instructions = self._instructions(cand)
         if failure is None and judged and not self._integrity_failed() and "candidate" in timing:
-            timing.update(self._baselines(ref_trials))
+            with self._phase("baselines"):
+                timing.update(self._baselines(ref_trials))
         roofline, percent = self._roofline(timing)
-        self._degenerate_check(refs, ref_trials)
+        with self._phase("decoys"):
+            self._degenerate_check(refs, ref_trials)
         return self._verdict(failure, cand, timing, roofline, percent, instructions)
 
     # -- reference ----------------------------------------------------------------------------------------------
@@ -696,6 +712,7 @@ class _Verification:
             kernels=tuple(self.kernels),
             instructions=tuple(instructions),
             stderr_tail=run.stderr_tail if status is not Status.PASSED else "",
+            phases=dict(self.phases),
             **base,
         )
 
