@@ -33,9 +33,11 @@ weights = torch.randn(7, 1000)
 (g,) = torch.autograd.grad((y * weights).sum(), x)
 (ref_g,) = torch.autograd.grad((x.softmax(-1) * weights).sum(), x)
 result["softmax_grad_err"] = (g - ref_g).abs().max().item()
-result["softmax_counts"] = softmax_pkg.dispatch_counts()
 kernel = sys.modules[softmax_pkg.__name__ + "._variants.sm_90a_interpreted"]._softmax_one_pass_kernel
 result["softmax_kernel_type"] = type(kernel).__name__
+xt = torch.randn(1000, 7).t()  # a transposed (non-contiguous) argument: made contiguous before the kernel
+result["softmax_transposed_err"] = (softmax(xt) - xt.softmax(-1)).abs().max().item()
+result["softmax_counts"] = softmax_pkg.dispatch_counts()
 
 m = layernorm_pkg.Layernorm(64)
 x = torch.randn(5, 64) * 3 + 1
@@ -68,7 +70,8 @@ def test_interpreter_runs_the_triton_variant(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["softmax_kernel_type"] == "InterpretedFunction"
-    assert result["softmax_counts"] == {"sm_90a": 1}  # the kernel ran, not the reference
+    assert result["softmax_counts"] == {"sm_90a": 2}  # the kernel ran (twice), not the reference
+    assert result["softmax_transposed_err"] < 1e-6
     assert result["layernorm_counts"] == {"sm_90a": 1}
     assert result["softmax_max_err"] < 1e-6
     assert result["layernorm_max_err"] < 1e-4

@@ -8,6 +8,7 @@ that is not an exported package).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -33,9 +34,10 @@ from kernelwright.export.runs import RunVariant, read_run
 
 log = logging.getLogger(__name__)
 
-# names the generated __init__.py defines itself: an op may not take them
+# names the generated __init__.py defines or imports itself, and attributes of torch.ops.<namespace> that would
+# hide an op of that name (``torch.ops.ns.name`` is the namespace's name): an op may not take them
 _RESERVED = {"variants", "variant_for", "describe", "assume_capability", "dispatch_counts", "torch", "Path",
-             "Optional", "OpRuntime"}
+             "Optional", "OpRuntime", "functools", "name"}
 LOAD_CACHE_VERSION = 1
 
 
@@ -73,15 +75,21 @@ def export_package(runs: Sequence[str | Path], *, out: str | Path, name: str | N
     _check_op_name(op)
     _check_destination(out, force)
 
+    created = [p for p in [out.parent, *out.parent.parents] if not p.exists()]  # removed again on failure
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{package}.kw-export-", dir=out.parent))
+    done = False
     try:
         plan = _plan(variants, package=package, op=op, scratch=scratch, isolate=isolate, trace=trace)
         write_files(scratch, plan, _runtime_source())
-        _move_into_place(scratch, out)
+        _move_into_place(scratch, out, replace=force)
+        done = True
     finally:
         if scratch.exists():
             shutil.rmtree(scratch, ignore_errors=True)
+        for parent in created if not done else []:  # innermost first; only if still empty
+            with contextlib.suppress(OSError):
+                parent.rmdir()
     log.info("exported %s to %s (%s)", op, out, plan.registration)
     return ExportResult(path=out, package=package, namespace=plan.namespace, op=op, module_class=plan.module_class,
                         registration=plan.registration, registration_reason=plan.registration_reason,
@@ -138,7 +146,18 @@ def _is_export(path: Path) -> bool:
     return True
 
 
-def _move_into_place(scratch: Path, out: Path) -> None:
+def _move_into_place(scratch: Path, out: Path, *, replace: bool) -> None:
+    """Rename ``scratch`` to ``out``; an ``out`` that appeared meanwhile (another export, another process's
+    :func:`load`) is replaced only with ``replace``."""
+    if not replace:
+        try:
+            scratch.rename(out)  # atomic; fails if out is now a non-empty directory or a file
+        except OSError:
+            if out.exists():
+                raise InputError(f"{out} appeared while exporting (another export?); pass --force to replace "
+                                 "it, or choose another --out") from None
+            raise
+        return
     old = None
     if out.exists():
         old = out.parent / f".{out.name}.kw-replaced-{uuid.uuid4().hex[:8]}"
@@ -221,7 +240,11 @@ def load(*runs: str | Path, name: str | None = None) -> type:
     if module is None:
         root = Path(config.cache_dir) / "export" / package
         if not _is_export(root):
-            export_package(runs, out=root, name=op, force=True, isolate=False)
+            try:  # never replace a package another process (a torchrun rank) has just built and may be using
+                export_package(runs, out=root, name=op, force=root.exists(), isolate=False)
+            except InputError:
+                if not _is_export(root):
+                    raise
         module = _import_package(package, root)
     return getattr(module, camel_case(op))
 

@@ -101,6 +101,7 @@ def variants_json(plan: PackagePlan) -> dict[str, Any]:
                                      "backward kernel yet)"} if plan.differentiable else None),
         "problem": {"name": plan.problem_name, "sha256": plan.runs[0].problem_sha256, "file": "_reference.py",
                     "init_inputs": plan.probe.get("init_inputs")},
+        "mode_dependent": bool(plan.probe.get("mode_dependent")),
         "inputs": plan.inputs,
         "state": [{**s, "arg": arg} for s, arg in zip(plan.state, state_args)],
         "outputs": plan.outputs,
@@ -234,7 +235,8 @@ def render_init(plan: PackagePlan) -> str:
         "        self._kw_exported_configuration = _runtime.same_configuration(args, kwargs)",
         "",
         f"    def forward(self{', ' if forward_params else ''}{forward_params}) -> {returns}:",
-        "        if not self._kw_exported_configuration:",
+        "        # the reference when built otherwise, or where the op would not do what Model does in this mode",
+        "        if not self._kw_exported_configuration or _runtime.module_runs_reference(self.training):",
         f"            return super().forward({', '.join(i['name'] for i in plan.inputs)})",
         f"        return torch.ops.{ns}.{op}({op_args})",
         "",
@@ -412,9 +414,12 @@ def render_readme(plan: PackagePlan, data: dict[str, Any]) -> str:
         "a fixed seed that leaves your random state alone) and run with `torch.func.functional_call`, the op's "
         "parameters and buffers standing in for its own. A `ModelNew` that precomputes from its weights in "
         "`__init__` would not see yours; kernelwright's templates read them at every call.",
-        "- The forward runs as the verifier ran it: the internal module stays in the mode it was built in "
-        "(training mode, as KernelBench builds it); a reference whose output depends on `train()`/`eval()` "
-        "(dropout, batch statistics) does not follow your module's mode.",
+        "- The op runs the forward as the verifier ran it, in training mode (as KernelBench builds the model). "
+        f"Where the reference reads `self.training` (dropout, batch norm), `{cls}` in `eval()` mode runs the "
+        "reference instead; where it writes its buffers (running statistics), the op works on copies and "
+        f"`{cls}` always runs the reference, so your buffers update as the original's do."
+        + (" **This op is such a case.**" if plan.probe.get("mode_dependent") or any(
+            st.get("mutated") for st in plan.state) else ""),
         "- Kernels were verified at the problem's shapes (CPU runs: at reduced sizes under the interpreter) and "
         "read their sizes from their tensors; other shapes of the same rank and dtype take the variant too. "
         "Dynamic-shape tracing (`torch.compile(dynamic=True)`) through a variant has not been tested.",

@@ -80,10 +80,13 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         raise ProbeError("the problem defines no class Model")
     init_inputs = _call(reference, "get_init_inputs", default=[])
     init_inputs = list(init_inputs) if isinstance(init_inputs, (list, tuple)) else [init_inputs]
-    where, inputs, model, outputs = _run_reference(reference, init_inputs)
+    where, inputs, model, outputs, mutated = _run_reference(reference, init_inputs)
     state = _state_of(model)
     names = _input_names(reference.Model, len(inputs))
     input_specs = [_input_spec(name, value, i) for i, (name, value) in enumerate(zip(names, inputs))]
+    for i, spec_ in enumerate([*input_specs, *state]):
+        if i in mutated:
+            spec_["mutated"] = True
     output_specs, container = _output_specs(outputs)
     float_dtypes = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
     differentiable = any(o.dtype in float_dtypes for o in _flat(outputs)) and (
@@ -97,6 +100,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "outputs": {"container": container, "items": output_specs},
         "init_inputs": repr(init_inputs)[:500],
         "differentiable": differentiable,
+        "mode_dependent": mode_dependent(model),
         "variants": {},
     }
     for variant in spec.get("variants", []):
@@ -118,8 +122,9 @@ def _call(module: Any, name: str, *, default: Any) -> Any:
         raise ProbeError(f"the problem's {name}() failed: {type(exc).__name__}: {exc}") from None
 
 
-def _run_reference(reference: Any, init_inputs: list[Any]) -> tuple[str, list[Any], Any, Any]:
-    """Inputs, the model and its outputs: on the meta device if every op has a meta kernel, else the CPU."""
+def _run_reference(reference: Any, init_inputs: list[Any]) -> tuple[str, list[Any], Any, Any, set[int]]:
+    """Inputs, the model, its outputs, and which of the op's arguments (inputs, then state) the forward wrote in
+    place (by their version counters): on the meta device if every op has a meta kernel, else the CPU."""
     import torch
 
     failure = ""
@@ -131,15 +136,61 @@ def _run_reference(reference: Any, init_inputs: list[Any]) -> tuple[str, list[An
                 if not isinstance(inputs, (list, tuple)):
                     raise ProbeError("the problem's get_inputs() must return a list")
                 model = reference.Model(*init_inputs)
-                outputs = model(*inputs)
+                arguments = [*inputs, *model.state_dict(keep_vars=True).values()]
+                versions = [a._version if isinstance(a, torch.Tensor) else None for a in arguments]
+                with _Writes(arguments) as writes:
+                    outputs = model(*inputs)
             except ProbeError:
                 raise
             except Exception as exc:
                 failure = f"{type(exc).__name__}: {exc}"
                 log.info("the reference does not run on %s: %s", where, failure)
                 continue
-        return where, list(inputs), model, outputs
+        mutated = writes.written | {i for i, (a, v) in enumerate(zip(arguments, versions))
+                                    if isinstance(a, torch.Tensor) and a._version != v}
+        return where, list(inputs), model, outputs, mutated
     raise ProbeError(f"the problem's Model does not run on the CPU: {failure}")
+
+
+def _Writes(arguments: list[Any]) -> Any:  # noqa: N802 - builds the mode class lazily (torch imported late)
+    """A dispatch mode that records which of ``arguments`` an op writes, by the ops' schemas: version counters
+    alone miss writes on the meta device (``native_batch_norm``'s meta kernel leaves its running stats alone)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Writes(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.written: set[int] = set()
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            schema = func._schema.arguments
+            for i, arg in enumerate(schema):
+                written = arg.alias_info is not None and arg.alias_info.is_write
+                # native_batch_norm updates its running stats in training, though its schema does not say so
+                if func is torch.ops.aten.native_batch_norm.default and arg.name in ("running_mean", "running_var"):
+                    written = bool(args[5] if len(args) > 5 else kwargs.get("training"))
+                if not written:
+                    continue
+                value = args[i] if i < len(args) else kwargs.get(arg.name)
+                for t in value if isinstance(value, (list, tuple)) else [value]:
+                    if isinstance(t, torch.Tensor):
+                        self.written.update(j for j, a in enumerate(arguments)
+                                            if isinstance(a, torch.Tensor) and torch._C._is_alias_of(t, a))
+            return func(*args, **kwargs)
+
+    return Writes()
+
+
+def mode_dependent(model: Any) -> bool:
+    """Whether the forward may behave differently in ``train()`` and ``eval()`` mode: some module's forward reads
+    ``self.training`` (dropout, batch norm, instance norm with running stats, a hand-written check)."""
+    for module in model.modules():
+        code = getattr(type(module).forward, "__code__", None)
+        if code is not None and "training" in code.co_names:
+            return True
+    return False
 
 
 def _input_names(model_cls: type, count: int) -> list[str]:

@@ -5,7 +5,7 @@ only the standard library, torch and (lazily) triton — never kernelwright. The
 holds the op's signature and its ``torch.library`` registration; everything generic lives here:
 
 - **Variants**: each is a verified KernelBench ``ModelNew`` file kept verbatim in ``_variants/``. A call
-  instantiates that variant's ``ModelNew`` once (cached per device) and runs it on the given tensors with
+  instantiates that variant's ``ModelNew`` once (cached per device and thread) and runs it on the given tensors with
   ``torch.func.functional_call``, the op's parameters and buffers standing in for the module's own. The reference
   ``Model`` (``_reference.py``) runs the same way wherever no variant applies.
 - **Choice**: by the input device's compute capability — the exact arch, else the nearest older arch the variant
@@ -291,7 +291,14 @@ class OpRuntime:
         self._by_id = {v.id: v for v in self._variants}
         self._lock = threading.RLock()
         self._modules: dict[tuple[str, bool], Any] = {}
-        self._instances: dict[tuple[str, bool, str], torch.nn.Module] = {}
+        # functional_call swaps the call's tensors into the instance for the call's duration: two threads sharing
+        # one instance would run with each other's parameters, so each thread builds its own
+        self._local = threading.local()
+        # arguments the reference writes in place (BatchNorm's running stats, an in-place op on an input): the op
+        # declares no mutation, so those are cloned before every run
+        self._mutated = [i for i, s in enumerate([*self.inputs, *self.state]) if s.get("mutated")]
+        self._mode_dependent = bool(self.spec.get("mode_dependent"))
+        self._writes_state = any(s.get("mutated") for s in self.state)
         self._capabilities: dict[int, tuple[int, int]] = {}
         self._assumed: tuple[int, int] | None = None
         self._counts: collections.Counter[str] = collections.Counter()
@@ -394,16 +401,30 @@ class OpRuntime:
         """Output shapes and dtypes (the fake implementation): the reference, run on the fake tensors."""
         return self._finish(self._run_reference(args), args)
 
+    def _protect(self, args: Sequence[Any]) -> list[Any]:
+        """``args`` with those the reference writes in place cloned: the op is functional (``mutates_args=()``)."""
+        args = list(args)
+        for i in self._mutated:
+            if i < len(args) and isinstance(args[i], torch.Tensor):
+                args[i] = args[i].clone()
+        return args
+
     def _run_reference(self, args: Sequence[Any]) -> Any:
+        args = self._protect(args)
         device = _device_of(args)
         model = self._instance(REFERENCE, False, device)
         inputs, state = self._split(args)
         return torch.func.functional_call(model, dict(zip(self.state_keys, state)), tuple(inputs))
 
     def _run_variant(self, variant: VariantSpec, args: Sequence[Any]) -> Any:
+        args = self._protect(args)
         interpreted = _device_of(args).type == "cpu"
         model = self._instance(variant.id, interpreted, _device_of(args))
         inputs, state = self._split(args)
+        # The verifier checked the variant on contiguous tensors (the problem's get_inputs): a transposed or
+        # sliced argument is made contiguous, not trusted to a kernel that may index it as if it were.
+        inputs = [x.contiguous() if isinstance(x, torch.Tensor) else x for x in inputs]
+        state = [t.contiguous() if isinstance(t, torch.Tensor) else t for t in state]
         by_reference_key = dict(zip(self.state_keys, state))
         if variant.state_map:
             mapping = {own: by_reference_key[ref] for own, ref in variant.state_map.items()}
@@ -452,6 +473,11 @@ class OpRuntime:
                           "this module runs the reference, not the op", stacklevel=3)
         return same
 
+    def module_runs_reference(self, training: bool) -> bool:
+        """Whether the package's module class, in ``training`` mode, must run the reference to do what ``Model``
+        does: the op always computes as in training mode, and writes no buffer (running statistics)."""
+        return (self._mode_dependent and not training) or self._writes_state
+
     def _finish(self, out: Any, args: Sequence[Any]) -> Any:
         items = list(out) if isinstance(out, (tuple, list)) else [out]
         expected = len(self.outputs["items"])
@@ -459,18 +485,22 @@ class OpRuntime:
             raise RuntimeError(f"{self.spec['op']}: the implementation returned {len(items)} output(s), "
                                f"the op declares {expected}")
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        # an op's output may not alias its inputs (the reference may return a view of one): copy those
-        items = [item.clone() if any(_aliases(item, t) for t in tensors) else item for item in items]
+        # an op's output may alias neither its inputs (the reference may return a view of one) nor another output
+        # (``return y, y.view(-1)``): copy those
+        kept: list[Any] = []
+        for item in items:
+            kept.append(item.clone() if any(_aliases(item, t) for t in [*tensors, *kept]) else item)
+        items = kept
         return items[0] if self.outputs["container"] == "tensor" else tuple(items)
 
     def _instance(self, key: str, interpreted: bool, device: torch.device) -> torch.nn.Module:
+        instances: dict[tuple[str, bool, str], torch.nn.Module] | None = getattr(self._local, "instances", None)
+        if instances is None:
+            instances = self._local.instances = {}
         cache_key = (key, interpreted, str(device))
-        model = self._instances.get(cache_key)
-        if model is not None:
-            return model
-        with self._lock:
-            model = self._instances.get(cache_key)
-            if model is None:
+        model = instances.get(cache_key)
+        if model is None:
+            with self._lock:  # loading modules is not thread-safe
                 if key == REFERENCE:
                     model_cls, keys = self._reference_module().Model, self.state_keys
                 else:
@@ -478,7 +508,7 @@ class OpRuntime:
                     model_cls = self._variant_module(variant, interpreted).ModelNew
                     keys = list(variant.state_map) if variant.state_map else self.state_keys
                 model = build_instance(model_cls, self._init_inputs(), keys, device)
-                self._instances[cache_key] = model
+            instances[cache_key] = model
         return model
 
     def _reference_module(self) -> Any:
