@@ -255,3 +255,27 @@ def test_a_package_that_appeared_meanwhile_is_replaced_only_with_force(tmp_path:
     assert (out / "variants.json").is_file() and scratch.is_dir()
     _move_into_place(scratch, out, replace=True)
     assert (out / "mine").is_file() and not scratch.exists()
+
+
+def test_a_forward_argument_named_like_the_packages_own_names_is_renamed(tmp_path: Path) -> None:
+    pkg, op, _ = export(tmp_path, '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, torch, needs):
+        return torch * 2 + needs
+
+def get_inputs():
+    import torch as t
+    return [t.randn(4, 8), t.randn(4, 8)]
+
+def get_init_inputs():
+    return []
+''', '''
+class ModelNew(nn.Module):
+    def forward(self, torch, needs):
+        return copy(torch * 2 + needs)
+''', "shadowing")
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    torch.testing.assert_close(op(a, b), a * 2 + b)

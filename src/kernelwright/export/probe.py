@@ -204,7 +204,13 @@ def _input_names(model_cls: type, count: int) -> list[str]:
                   if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for i in range(count):
         names.append(positional[i] if i < len(positional) else f"input_{i}")
-    return unique_identifiers(names)
+    return unique_identifiers(names, GENERATED_NAMES)
+
+
+# Names the generated __init__.py uses where an argument could shadow them (a forward parameter called `torch`
+# would break the package): arguments so named are renamed (`torch_1`).
+GENERATED_NAMES = frozenset({"torch", "functools", "Path", "Optional", "OpRuntime", "_reference", "_runtime", "_",
+                             "needs", "self", "ctx", "args", "kwargs", *(f"grad_{i}" for i in range(64))})
 
 
 def unique_identifiers(names: list[str], taken: set[str] | None = None) -> list[str]:
