@@ -16,6 +16,7 @@ import logging
 import shutil
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -236,17 +237,23 @@ def load(*runs: str | Path, name: str | None = None) -> type:
         "variants": sorted((v.id, v.source_sha256, v.language) for v in variants),
     }, sort_keys=True).encode()).hexdigest()[:16]
     package = f"kw_{_default_op_name(variants[0].problem_name)[:40]}_{key}"
-    module = sys.modules.get(package)
-    if module is None:
-        root = Path(config.cache_dir) / "export" / package
-        if not _is_export(root):
-            try:  # never replace a package another process (a torchrun rank) has just built and may be using
-                export_package(runs, out=root, name=op, force=root.exists(), isolate=False)
-            except InputError:
-                if not _is_export(root):
-                    raise
-        module = _import_package(package, root)
+    # One load at a time in this process: the in-process probe patches Triton's launcher and sets
+    # TRITON_INTERPRET while it runs, which another thread's kernel launches must not see.
+    with _LOAD_LOCK:
+        module = sys.modules.get(package)
+        if module is None:
+            root = Path(config.cache_dir) / "export" / package
+            if not _is_export(root):
+                try:  # never replace a package another process (a torchrun rank) has just built and may be using
+                    export_package(runs, out=root, name=op, force=root.exists(), isolate=False)
+                except InputError:
+                    if not _is_export(root):
+                        raise
+            module = _import_package(package, root)
     return getattr(module, camel_case(op))
+
+
+_LOAD_LOCK = threading.RLock()
 
 
 def _import_package(package: str, root: Path) -> Any:
