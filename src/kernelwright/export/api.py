@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import logging
 import shutil
@@ -257,18 +256,9 @@ _LOAD_LOCK = threading.RLock()
 
 
 def _import_package(package: str, root: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(package, root / "__init__.py",
-                                                  submodule_search_locations=[str(root)])
-    if spec is None or spec.loader is None:
-        raise InputError(f"cannot import the package at {root}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[package] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(package, None)
-        raise
-    return module
+    from kernelwright.export.runtime import load_module
+
+    return load_module(package, root / "__init__.py", package_dir=root)
 
 
 def list_package(path: str | Path) -> str:

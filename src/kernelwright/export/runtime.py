@@ -141,9 +141,11 @@ def _check_interpreter() -> None:
 # ------------------------------------------------------------------------------------------------ loading
 
 
-def load_module(name: str, path: Path) -> Any:
-    """Execute ``path`` as module ``name`` (registered in ``sys.modules``, which Triton's look-ups expect)."""
-    spec = importlib.util.spec_from_file_location(name, path)
+def load_module(name: str, path: Path, *, package_dir: Path | None = None) -> Any:
+    """Execute ``path`` as module ``name`` (registered in ``sys.modules``, which Triton's look-ups expect);
+    ``package_dir``: ``path`` is that package's ``__init__.py``, and its submodules are found there."""
+    spec = importlib.util.spec_from_file_location(
+        name, path, submodule_search_locations=[str(package_dir)] if package_dir is not None else None)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path} as a Python module")
     module = importlib.util.module_from_spec(spec)
