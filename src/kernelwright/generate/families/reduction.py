@@ -369,9 +369,16 @@ def _layer_norm(graph: ProblemGraph, node: Node) -> _Anchor | None:
     layout = Layout(kind="row", shape=shape, start=len(shape) - k, stop=len(shape))
     n = node.name
     ops = _normalize(n, x, weight, bias, eps)
+    return _norm_anchor(graph, node, layout, ops)
+
+
+def _norm_anchor(graph: ProblemGraph, node: Node, layout: Layout, ops: list[Op]) -> _Anchor:
+    """A norm's anchor: its ops, plus the getitems of its (out, mean, rstd) outputs as aliases."""
+    n = node.name
     items = _getitems(graph, node)
     roles = {0: f"{n}__out", 1: f"{n}__mean", 2: f"{n}__rstd"}
-    ops += [Op(name=g, level=FULL if i == 0 else VEC, kind="alias", deps=(roles[i],)) for i, g in items.items()]
+    ops = ops + [Op(name=g, level=FULL if i == 0 else VEC, kind="alias", deps=(roles[i],))
+                 for i, g in items.items()]
     return _Anchor(layout, ops, [n, *items.values()])
 
 
@@ -393,10 +400,7 @@ def _group_norm(graph: ProblemGraph, node: Node) -> _Anchor | None:
     ops = loads + _normalize(n, x, None, None, eps,
                              weight_value=f"{n}__weight" if isinstance(weight, Ref) else None,
                              bias_value=f"{n}__bias" if isinstance(bias, Ref) else None)
-    items = _getitems(graph, node)
-    roles = {0: f"{n}__out", 1: f"{n}__mean", 2: f"{n}__rstd"}
-    ops += [Op(name=g, level=FULL if i == 0 else VEC, kind="alias", deps=(roles[i],)) for i, g in items.items()]
-    return _Anchor(layout, ops, [n, *items.values()])
+    return _norm_anchor(graph, node, layout, ops)
 
 
 def _vector_norm(graph: ProblemGraph, node: Node) -> _Anchor | None:
