@@ -147,11 +147,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body("request body is not JSON", "invalid_request_error"))
             return
         index = fake._admit(body, {name.lower(): value for name, value in self.headers.items()})
+        # The request stops counting as "in flight" before its answer is written: once the client has the answer it
+        # may send its next request, which must not find this one still counted (that raced: 4 seen for 3 allowed).
+        served = False
         try:
             reply = fake._reply_for(body, index)
             if not fake._hang(reply.hang_s):
                 self.close_connection = True
                 return
+            fake._done()
+            served = True
             if reply.body is not None:
                 self._send_json(reply.status, reply.body)
             elif reply.status == 200:
@@ -164,7 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout) before the answer
         finally:
-            fake._done()
+            if not served:
+                fake._done()
 
     def _send_json(
         self, status: int, payload: dict[str, Any], extra_headers: dict[str, str] | None = None
