@@ -32,6 +32,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 300.0
+NO_CUDA_BUILD = "not linked with support for cuda"
 
 
 class ProbeError(Exception):
@@ -383,15 +384,23 @@ def _trace(module: Any, init_inputs: list[Any], state: list[dict[str, Any]], inp
         n = len(inputs)
         return torch.func.functional_call(model, dict(zip(keys, args[n:])), tuple(args[:n]))
 
-    error = ""
-    with _without_driver_warnings(), _no_raw_launches(), FakeTensorMode(allow_non_fake_inputs=True):
-        args = [_fake(spec) for spec in inputs] + [_fake(spec) for spec in state]
-        try:
-            aot_function(forward, fw_compiler=capture)(*args)
-        except Exception as exc:  # after the capture, running the graph needs a real GPU
-            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    def attempt(device: str) -> str:
+        with _without_driver_warnings(), _no_raw_launches(), FakeTensorMode(allow_non_fake_inputs=True):
+            args = [_fake(spec, device) for spec in inputs] + [_fake(spec, device) for spec in state]
+            try:
+                aot_function(forward, fw_compiler=capture)(*args)
+            except Exception as exc:  # after the capture, running the graph needs a real GPU
+                return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return ""
+
+    error, where = attempt("cuda"), "fake CUDA tensors"
+    if not graphs and NO_CUDA_BUILD in error:
+        # A CPU-only torch cannot fake some CUDA ops (`.contiguous()` or `copy_` of a strided fake CUDA tensor
+        # fail in its C++ device guard; torch 2.13 CPU). Meta tensors trace the same Python code; a GPU machine's
+        # torch traces with CUDA fakes, the faithful check.
+        error, where = attempt("meta"), "fake meta tensors (this torch is built without CUDA)"
     if not graphs:
-        return {"ok": False, "message": f"the forward does not trace with fake CUDA tensors: {error[:300]}"}
+        return {"ok": False, "message": f"the forward does not trace with {where}: {error[:300]}"}
     kernels = []
     for node in graphs[0].graph.nodes:
         if node.op == "call_function" and "triton_kernel_wrapper" in str(node.target):
@@ -399,8 +408,9 @@ def _trace(module: Any, init_inputs: list[Any], state: list[dict[str, Any]], inp
             kernels.append(getattr(getattr(kernel, "fn", kernel), "__name__", str(kernel)))
     if not kernels:
         return {"ok": False, "message": "the traced forward holds no Triton kernel call"}
-    return {"ok": True, "checked": True, "kernels_in_graph": kernels,
-            "message": f"{len(kernels)} kernel launch(es) in the traced graph: {', '.join(sorted(set(kernels)))}"}
+    return {"ok": True, "checked": True, "kernels_in_graph": kernels, "traced_with": where,
+            "message": f"{len(kernels)} kernel launch(es) in the graph traced with {where}: "
+                       f"{', '.join(sorted(set(kernels)))}"}
 
 
 class RawLaunch(RuntimeError):
@@ -444,11 +454,11 @@ def _without_driver_warnings() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
-def _fake(spec: dict[str, Any]) -> Any:
+def _fake(spec: dict[str, Any], device: str) -> Any:
     import torch
 
     if spec.get("kind", "tensor") in ("tensor", "parameter", "buffer"):
-        return torch.empty(spec["shape"], dtype=getattr(torch, spec["dtype"]), device="cuda")
+        return torch.empty(spec["shape"], dtype=getattr(torch, spec["dtype"]), device=device)
     return spec["value"]
 
 

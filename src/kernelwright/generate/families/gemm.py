@@ -564,11 +564,13 @@ def _mode(graph: ProblemGraph, value: str, level: Sequence[int],
 _ALIGNED = '''\
 def {ident}_aligned(t):
     """``t`` where its layout allows 16-byte loads along its contiguous dimension, else a copy with rows
-    padded to 16 bytes (the padding is never read: the kernel masks M, N and K)."""
+    padded to 16 bytes (the padding is never read: the kernel masks M, N and K). Alignment is judged from the
+    storage offset (allocations start 16-byte aligned), not ``data_ptr()``, so that torch.compile can trace this
+    with fake tensors."""
     step = 16 // t.element_size()
     strides = [s for s, n in zip(t.stride(), t.shape) if n > 1]
     unit = [s for s in strides if s == 1]
-    if t.data_ptr() % 16 == 0 and len(unit) <= 1 and all(s == 1 or s % step == 0 for s in strides):
+    if t.storage_offset() % step == 0 and len(unit) <= 1 and all(s == 1 or s % step == 0 for s in strides):
         return t
     rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
     return rows[..., : t.shape[-1]].copy_(t)'''
