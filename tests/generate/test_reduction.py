@@ -321,3 +321,26 @@ def test_space_default_first_and_the_other_strategy_second(tmp_path) -> None:
     for space in (short, long, few):
         assert all(1 <= c["num_warps"] <= 32 for c in space)
         assert len({tuple(sorted(c.items())) for c in space}) == len(space)  # no config twice
+
+
+def test_a_run_time_size_in_the_epilogue_is_not_baked_in(check) -> None:
+    # `* x.shape[-1]` is a symbol of the capture: a kernel that absorbed it would multiply by the captured 40 at
+    # every shape (the second-shape trial saw it: a layer-norm backward graph came out wrong at reduced sizes).
+    plan, verdict = check("size_scaled", """
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.softmax(x, dim=-1) * x.shape[-1] - x.shape[0]
+
+        rows = 6
+        cols = 40
+
+        def get_inputs():
+            return [torch.randn(rows, cols)]
+
+        def get_init_inputs():
+            return []
+    """)
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+    assert _families(plan) == ["reduction"]
+    assert sorted(plan.graph.node(n).op for n in plan.uncovered) == ["mul", "sub"]  # PyTorch reads the size

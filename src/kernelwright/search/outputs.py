@@ -93,13 +93,15 @@ def render_report(result: OptimizeResult) -> str:
         lines.append(f"Best candidate: `best.py` (c{best.candidate.index:03d}, {best.candidate.label}) — "
                      f"verdict **{v.status}**{'' if v.clean or not v.passed else ' (not clean)'}: {v.message}")
         if not result.timed:
+            judged = ("proven correct under the Triton interpreter" if v.passed else
+                      f"judged under the Triton interpreter and found {v.status}")
             lines += ["", "**Nothing was timed**: there is no GPU here. The candidate is each template's default "
-                          "configuration, proven correct under the Triton interpreter; the instruction summary below "
+                          f"configuration, {judged}; the instruction summary below "
                           f"is for {result.arch}, compiled without a GPU."]
             if v.size_overrides:
                 lines += ["", "The interpreter checked it at reduced sizes (" + ", ".join(
-                    f"`{k} = {val}`" for k, val in v.size_overrides.items()) + "); the candidate reads every size "
-                    "from its tensors, and the verifier's second-shape trial checks that too."]
+                    f"`{k} = {val}`" for k, val in v.size_overrides.items()) + "); the candidate is meant to read "
+                    "every size from its tensors, and the verifier's second-shape trial checks that too."]
         else:
             lines += _timing_table(v)
         if v.instructions:

@@ -88,7 +88,10 @@ def make_group(graph: ProblemGraph, family: str, names: Iterable[str], *, anchor
 
 def fusable_pointwise(node: Node) -> bool:
     """An elementwise node a kernel can compute in registers: pointwise operators, inlined constants, and copies
-    that change nothing but the dtype."""
+    that change nothing but the dtype. Not one whose scalar argument is a run-time size (``x * x.shape[-1]``): a
+    kernel would bake in the captured example's number, so it stays in PyTorch, which computes it from the tensor."""
+    if node.sym_args is not None or node.sym_kwargs is not None:
+        return False
     if node.op in expr.CAST_OPS:
         return set(node.kwargs) <= {"dtype", "memory_format"} and expr.supported(node)
     return (node.is_pointwise or node.op in expr.CONSTANT_OPS) and expr.supported(node)
