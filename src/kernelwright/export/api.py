@@ -94,7 +94,7 @@ def export_package(runs: Sequence[str | Path], *, out: str | Path, name: str | N
     return ExportResult(path=out, package=package, namespace=plan.namespace, op=op, module_class=plan.module_class,
                         registration=plan.registration, registration_reason=plan.registration_reason,
                         variants=tuple(v.id for v in variants),
-                        backward="reference-vjp" if plan.differentiable else None)
+                        backward=plan.backward_method)
 
 
 def _check_one_problem(variants: list[RunVariant]) -> None:

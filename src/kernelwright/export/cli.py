@@ -49,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
           f"{result.registration_reason})")
     print(f"module    {result.package}.{result.module_class}")
     print(f"variants  {', '.join(result.variants)}; the reference elsewhere")
-    print(f"backward  {'recomputed through the reference (torch.func.vjp)' if result.backward else 'none'}")
+    print("backward  " + {"generated": "generated kernels where a variant's run has them (optimize --backward), "
+                                       "else through the reference (torch.func.vjp)",
+                          "reference-vjp": "recomputed through the reference (torch.func.vjp)",
+                          None: "none (the reference is not differentiable)"}[result.backward])
     print(f"see       {result.path}/README.md; kernelwright export --list {result.path}", file=sys.stderr)
     return 0
 

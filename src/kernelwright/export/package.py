@@ -58,6 +58,14 @@ class PackagePlan:
         return bool(self.probe["differentiable"])
 
     @property
+    def backward_method(self) -> str | None:
+        """``generated`` when some variant has the generated backward kernels of its run (``optimize --backward``),
+        ``reference-vjp`` when every gradient recomputes through the reference, None without a backward."""
+        if not self.differentiable:
+            return None
+        return "generated" if any(run.backward for run in self.runs) else "reference-vjp"
+
+    @property
     def problem_name(self) -> str:
         return self.runs[0].problem_name
 
@@ -96,9 +104,8 @@ def variants_json(plan: PackagePlan) -> dict[str, Any]:
         "module_class": plan.module_class,
         "registration": plan.registration,
         "registration_reason": plan.registration_reason,
-        "backward": ({"method": "reference-vjp",
-                      "description": "recomputed through the reference with torch.func.vjp (no generated "
-                                     "backward kernel yet)"} if plan.differentiable else None),
+        "backward": ({"method": plan.backward_method, "description": BACKWARD_DESCRIPTIONS[plan.backward_method]}
+                     if plan.backward_method else None),
         "problem": {"name": plan.problem_name, "sha256": plan.runs[0].problem_sha256, "file": "_reference.py",
                     "init_inputs": plan.probe.get("init_inputs")},
         "mode_dependent": bool(plan.probe.get("mode_dependent")),
@@ -109,6 +116,15 @@ def variants_json(plan: PackagePlan) -> dict[str, Any]:
         "exported_by": f"kernelwright {__version__}",
         "exported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+BACKWARD_DESCRIPTIONS = {
+    "generated": "the chosen variant's generated backward kernels (its run's optimize --backward: the backward "
+                 "written as a problem, its kernels from the template library, verified against float64); "
+                 "recomputed through the reference with torch.func.vjp where a variant has none",
+    "reference-vjp": "recomputed through the reference with torch.func.vjp (no variant has a generated backward: "
+                     "optimize --backward writes one)",
+}
 
 
 def _variant_json(run: RunVariant, probed: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +141,10 @@ def _variant_json(run: RunVariant, probed: dict[str, Any]) -> dict[str, Any]:
         "state_note": probed.get("state_note"),
         "trace": probed.get("trace"),
         "toolchain": run.toolchain,
+        "backward": ({"file": f"_variants/{run.id}_backward.py", "gradients": list(run.backward.gradients),
+                      "verdict": run.backward.verdict} if run.backward else None),
+        "backward_note": run.backward_note or (None if run.backward else
+                                               "no generated backward (optimize without --backward)"),
         "source": {"run": str(run.path), "generator": run.generator, "run_id": run.run_id,
                    "best_sha256": run.source_sha256, "device": run.device, "device_name": run.device_name,
                    "timed": run.timed},
@@ -143,8 +163,9 @@ def render_init(plan: PackagePlan) -> str:
     call_args = ", ".join(args)
     returns = _returns(plan.outputs)
     variant_ids = ", ".join(r.id for r in plan.runs)
-    backward_line = ("backward recomputed through the reference (torch.func.vjp)" if plan.differentiable
-                     else "no backward (the reference is not differentiable)")
+    backward_line = {"generated": "backward: the variant's generated kernels (else the reference's, torch.func.vjp)",
+                     "reference-vjp": "backward recomputed through the reference (torch.func.vjp)",
+                     None: "no backward (the reference is not differentiable)"}[plan.backward_method]
     lines = [
         f'"""{op} — a PyTorch op exported by kernelwright {__version__} from {plan.problem_name}.py.',
         "",
@@ -202,10 +223,11 @@ def render_init(plan: PackagePlan) -> str:
         tensor_list = f"[{call_args}]"
         lines += [
             "",
-            "# The backward recomputes through the reference: no generated backward kernel exists for this op yet.",
+            "# The backward: the chosen variant's generated kernels where it has them, else torch.func.vjp of the",
+            "# reference (variants.json says which variant has which).",
             f'@torch.library.custom_op("{ns}::{op}_backward", mutates_args=())',
             *_def(f"{op}_backward", [*grad_params, *params, "needs: list[bool]"], "list[torch.Tensor]"),
-            '    """Gradients of the arguments marked in ``needs``: torch.func.vjp of the reference."""',
+            '    """Gradients of the arguments marked in ``needs`` (the variant\'s backward, or the reference\'s)."""',
             f"    return _runtime.backward([{', '.join(grads)}], {tensor_list}, needs)",
             "",
             "",
@@ -325,11 +347,19 @@ def render_readme(plan: PackagePlan, data: dict[str, Any]) -> str:
                         "`_reference.py` |")
     traces = [f"- `{v['id']}`: {(v.get('trace') or {}).get('message', 'not traced')}" for v in data["variants"]]
     compile_text = _compile_text(plan)
+    generated = [r.id for r in plan.runs if r.backward]
+    how = (f"**Generated backward kernels** for variant(s) {', '.join(f'`{g}`' for g in generated)}: the run's "
+           "`optimize --backward` wrote the backward as a problem of its own (the reference differentiated with "
+           "`torch.func.vjp`, traced into aten operators), the template library wrote its kernels and the verifier "
+           "proved them against float64 (`_variants/<variant>_backward.py`, verdicts in `variants.json`). Where the "
+           "chosen variant has none, or on the reference path, the gradient is `torch.func.vjp` of the reference."
+           if generated else
+           "**The backward recomputes through the reference**: no variant's run has a generated backward "
+           "(`kernelwright optimize --backward` writes one), so the gradient is `torch.func.vjp` of the "
+           "reference's functional form at the saved inputs and parameters (one extra reference forward, then its "
+           "backward, in PyTorch).")
     backward_text = (
-        "The op is differentiable (`torch.library.register_autograd`). **The backward recomputes through the "
-        "reference**: the template library has no backward kernel for this op yet, so the gradient is "
-        "`torch.func.vjp` of the reference's functional form at the saved inputs and parameters (one extra "
-        "reference forward, then its backward, in PyTorch). It is its own op, "
+        f"The op is differentiable (`torch.library.register_autograd`). {how} The backward is its own op, "
         f"`torch.ops.{ns}.{op}_backward`, with a fake implementation, so `torch.compile` keeps a whole graph "
         "through training steps too. Higher-order gradients (grad of grad) are not supported."
         if plan.differentiable else
@@ -403,6 +433,8 @@ def render_readme(plan: PackagePlan, data: dict[str, Any]) -> str:
         "- `_runtime.py` — choosing and running a variant (a copy of `kernelwright.export.runtime`)",
         "- `_reference.py` — the problem file, verbatim: the fallback, and what every variant was verified against",
         "- `_variants/<variant>.py` — each run's `best.py`, verbatim (a KernelBench `ModelNew` file)",
+        *(["- `_variants/<variant>_backward.py` — the run's generated backward (`backward/best.py`), verbatim"]
+          if any(r.backward for r in plan.runs) else []),
         "- `variants.json` — the variants with their arch, precision, source run and verdict summary",
         "",
         "## Limits",
@@ -454,6 +486,8 @@ def write_files(root: Path, plan: PackagePlan, runtime_source: str) -> None:
     (root / "_variants" / "__init__.py").write_text('"""The variants: each run\'s best.py, verbatim."""\n')
     for run in plan.runs:
         (root / "_variants" / f"{run.id}.py").write_text(run.source)
+        if run.backward:
+            (root / "_variants" / f"{run.id}_backward.py").write_text(run.backward.source)
     (root / "_runtime.py").write_text(runtime_source)
     (root / "variants.json").write_text(json.dumps(data, indent=1) + "\n")
     (root / "__init__.py").write_text(render_init(plan))

@@ -41,10 +41,55 @@ class RunVariant:
     timed: bool
     verdict: dict[str, Any] = field(default_factory=dict)  # the summary variants.json records
     toolchain: str = ""  # what checked that the arch can be built, or why it was not checked
+    backward: BackwardVariant | None = None  # the run's generated backward (optimize --backward), if it passed
+    backward_note: str = ""  # why the run has none, when it has a backward folder
 
     @property
     def id(self) -> str:
         return self.arch + PRECISION_SUFFIX[self.precision]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackwardVariant:
+    """A run's ``backward/`` folder: the generated backward problem's verified kernels."""
+
+    source: str  # backward/best.py, verbatim
+    gradients: tuple[str, ...]  # what its forward returns, in order: the op's input names and state keys
+    verdict: dict[str, Any]
+
+
+def read_backward(folder: Path, forward_sha256: str) -> tuple[BackwardVariant | None, str]:
+    """The run's generated backward, or None and why not (empty when the run has no ``backward/`` folder)."""
+    import ast
+
+    from kernelwright.problem.files import read_candidate
+
+    bfolder = folder / "backward"
+    if not (bfolder / "run.json").is_file():
+        return None, ""
+    try:
+        meta = _read_json(bfolder / "run.json", "")
+        verdict = _read_json(bfolder / "verdict.json", f"{bfolder} has no verdict.json")
+    except InputError as exc:
+        return None, str(exc)
+    if not meta.get("passed") or verdict.get("status") != "passed":
+        return None, f"the generated backward did not pass verification ({verdict.get('status') or 'no verdict'})"
+    values: dict[str, Any] = {}
+    try:
+        for stmt in ast.parse(str(meta.get("problem_source") or "")).body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and stmt.targets[0].id in ("GRADIENTS", "FORWARD_SHA256"):
+                values[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+    except (SyntaxError, ValueError):
+        pass
+    if values.get("FORWARD_SHA256") != forward_sha256 or not isinstance(values.get("GRADIENTS"), list):
+        return None, "backward/ was not generated from this run's problem (FORWARD_SHA256 differs); rerun optimize"
+    best = bfolder / (meta.get("best") or "best.py")
+    candidate = read_candidate(best) if best.is_file() else None
+    if candidate is None or verdict.get("candidate_sha256") not in (None, candidate.sha256):
+        return None, "backward/best.py is missing or not the file its verdict judged; rerun optimize --backward"
+    return BackwardVariant(source=candidate.source, gradients=tuple(values["GRADIENTS"]),
+                           verdict=verdict_summary(verdict)), ""
 
 
 def read_run(path: str | Path) -> RunVariant:
@@ -83,6 +128,7 @@ def read_run(path: str | Path) -> RunVariant:
                          "verification); rerun optimize or restore it")
     language = "cuda" if candidate.uses_load_inline or candidate.cuda_kernels else "triton"
     arch, capability, toolchain = check_arch(str(meta.get("arch") or ""), language, folder)
+    backward, backward_note = read_backward(folder, sha)
     precision = ("medium" if meta.get("allow_reduced_precision")
                  else "high" if meta.get("allow_tf32") else "highest")
     return RunVariant(
@@ -104,6 +150,8 @@ def read_run(path: str | Path) -> RunVariant:
         timed=bool(meta.get("timed")),
         verdict=verdict_summary(verdict),
         toolchain=toolchain,
+        backward=backward,
+        backward_note=backward_note,
     )
 
 

@@ -16,7 +16,10 @@ holds the op's signature and its ``torch.library`` registration; everything gene
 - **Inductor**: in a ``triton_op`` package each variant's ``@triton.jit`` kernels are replaced, in the variant
   module's globals, by their ``torch.library.wrap_triton`` wrappers, so every ``kernel[grid](...)`` launch is
   visible to ``torch.compile`` when it traces the op.
-- **Backward**: recomputed through the reference with ``torch.func.vjp`` (no generated backward kernel yet).
+- **Backward**: the chosen variant's generated backward (``_variants/<id>_backward.py``: a verified
+  ``ModelNew`` of the backward problem ``optimize --backward`` wrote, taking the inputs, the state and the
+  incoming gradients, returning the gradients ``variants.json`` names), where the variant has one; otherwise
+  recomputed through the reference with ``torch.func.vjp``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 import torch
 
 REFERENCE = "reference"
+BACKWARD_SUFFIX = ":backward"  # dispatch_counts() key of a backward ("sm_90a:backward", "reference:backward")
 
 # torch.get_float32_matmul_precision() names, least to most permissive; a run's precision policy maps onto them
 # (strict fp32 -> "highest", TF32 allowed -> "high", fp16/bf16 compute allowed -> "medium")
@@ -57,13 +61,17 @@ class VariantSpec:
     precision: str  # one of PRECISIONS
     file: str  # relative to the package root
     state_map: dict[str, str] | None  # variant's state_dict key -> reference key, when they differ
+    backward_file: str | None = None  # the generated backward's ModelNew, relative to the package root
+    gradients: tuple[str, ...] = ()  # what the backward returns, in order: input names and state keys
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> VariantSpec:
+        backward = data.get("backward") or {}
         return cls(id=data["id"], arch=data["arch"], capability=(int(data["capability"][0]),
                                                                   int(data["capability"][1])),
                    language=data["language"], precision=data["precision"], file=data["file"],
-                   state_map=data.get("state_map"))
+                   state_map=data.get("state_map"), backward_file=backward.get("file"),
+                   gradients=tuple(backward.get("gradients") or ()))
 
 
 def runs_on(arch: str, capability: tuple[int, int]) -> bool:
@@ -529,13 +537,16 @@ class OpRuntime:
             self._init_values = list(values) if isinstance(values, (list, tuple)) else [values]
         return self._init_values
 
-    def _variant_module(self, variant: VariantSpec, interpreted: bool) -> Any:
-        key = (variant.id, interpreted)
+    def _variant_module(self, variant: VariantSpec, interpreted: bool, *, backward: bool = False) -> Any:
+        name = variant.id + ("_backward" if backward else "")
+        key = (name, interpreted)
         module = self._modules.get(key)
         if module is None:
             suffix = "_interpreted" if interpreted else ""
-            module = load_module(f"{self.package}._variants.{variant.id}{suffix}", self.root / variant.file)
-            if self.registration == "triton_op" and not interpreted:
+            file = variant.backward_file if backward else variant.file
+            module = load_module(f"{self.package}._variants.{name}{suffix}", self.root / str(file))
+            # the backward runs inside its own custom_op: Inductor never traces it, so its launches stay raw
+            if self.registration == "triton_op" and not interpreted and not backward:
                 wrap_launches(module)
             self._modules[key] = module
         return module
@@ -568,6 +579,49 @@ class OpRuntime:
         return backward
 
     def backward(self, grads: Sequence[Any], args: Sequence[Any], needs: Sequence[bool]) -> list[torch.Tensor]:
+        """Gradients of the arguments marked in ``needs``: the chosen variant's generated backward where it has
+        one and every needed gradient is among those it computes, else :meth:`reference_backward`."""
+        chosen = self._choose(args)
+        float_outputs = [i for i, o in enumerate(self.outputs["items"]) if o["dtype"] in _FLOAT_DTYPES]
+        if chosen is not None and chosen.backward_file and all(grads[i] is not None for i in float_outputs):
+            names = [i["name"] for i in self.inputs] + self.state_keys
+            where = {name: k for k, name in enumerate(chosen.gradients)}
+            if all(names[i] in where for i, need in enumerate(needs) if need):
+                computed = self._run_backward(chosen, [grads[i] for i in float_outputs], args)
+                self._counts[chosen.id + BACKWARD_SUFFIX] += 1
+                return [computed[where[names[i]]] for i, need in enumerate(needs) if need]
+        self._counts[REFERENCE + BACKWARD_SUFFIX] += 1
+        return self.reference_backward(grads, args, needs)
+
+    def _run_backward(self, variant: VariantSpec, grads: Sequence[torch.Tensor], args: Sequence[Any]
+                      ) -> list[torch.Tensor]:
+        """The variant's backward ``ModelNew`` on the inputs, the state and the incoming gradients (contiguous, as
+        the verifier checked it); one gradient per name in ``variant.gradients``."""
+        device = _device_of(args)
+        interpreted = device.type == "cpu"
+        instances = getattr(self._local, "backward_instances", None)
+        if instances is None:
+            instances = self._local.backward_instances = {}
+        key = (variant.id, interpreted, str(device))
+        model = instances.get(key)
+        if model is None:
+            with self._lock:
+                module = self._variant_module(variant, interpreted, backward=True)
+                with _no_dispatch_modes(), torch.random.fork_rng(devices=[]):
+                    model = module.ModelNew().to(device)  # a backward problem has no constructor arguments
+            instances[key] = model
+        values = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in [*args, *grads]]
+        with torch.no_grad():
+            out = model(*values)
+        out = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(out) != len(variant.gradients):
+            raise RuntimeError(f"{self.spec['op']}: variant {variant.id}'s backward returned {len(out)} "
+                               f"gradient(s), variants.json names {len(variant.gradients)}")
+        given = [t for t in [*grads, *args] if isinstance(t, torch.Tensor)]
+        return [g.clone() if any(_aliases(g, t) for t in given) else g for g in out]
+
+    def reference_backward(self, grads: Sequence[Any], args: Sequence[Any], needs: Sequence[bool]
+                           ) -> list[torch.Tensor]:
         """Gradients of the arguments marked in ``needs``, by ``torch.func.vjp`` of the reference's functional
         form at ``args`` (outputs without a gradient count as zero)."""
         wrt = [i for i, need in enumerate(needs) if need]
@@ -637,7 +691,7 @@ def format_variants(spec: dict[str, Any]) -> str:
     head = (f"{spec['package']}: torch.ops.{spec['namespace']}.{spec['op']} ({spec['registration']}; "
             f"backward: {spec['backward']['method'] if spec.get('backward') else 'none'}) — "
             f"problem {spec['problem']['name']}")
-    rows = [("variant", "arch", "runs on", "lang", "precision", "verdict", "timing", "source run")]
+    rows = [("variant", "arch", "runs on", "lang", "precision", "verdict", "timing", "backward", "source run")]
     for v in spec["variants"]:
         verdict = v.get("verdict") or {}
         median = verdict.get("median_ms")
@@ -648,8 +702,10 @@ def format_variants(spec: dict[str, Any]) -> str:
         source = v.get("source") or {}
         rows.append((v["id"], v["arch"], runs_on_text(v["arch"]), v["language"],
                      PRECISION_LABELS.get(v["precision"], v["precision"]), str(verdict.get("status", "?")),
-                     timing, f"{source.get('run', '?')} ({source.get('device_name') or source.get('device', '?')})"))
-    rows.append((REFERENCE, "any", "anything else, CPU", "torch", "as PyTorch", "-", "-", "_reference.py"))
+                     timing, "generated" if v.get("backward") else "reference",
+                     f"{source.get('run', '?')} ({source.get('device_name') or source.get('device', '?')})"))
+    rows.append((REFERENCE, "any", "anything else, CPU", "torch", "as PyTorch", "-", "-", "reference",
+                 "_reference.py"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join([head, "", *lines])

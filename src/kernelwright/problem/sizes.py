@@ -54,9 +54,10 @@ def _init_signature(module: Any) -> list[Any]:
 
 
 def _input_only(module: Any, original: Mapping[str, int]) -> list[str]:
-    """Size constants that change the inputs but not the constructor's arguments. Only these may shrink: the
-    model (its weights, and numbers such as ``alpha = K ** -0.5`` that a kernel may have baked in) stays the one
-    the candidate was generated for."""
+    """Size constants that change the inputs but not the constructor's arguments, and that the reference still
+    runs with when changed alone. Only these may shrink: the model (its weights, and numbers such as
+    ``alpha = K ** -0.5`` that a kernel may have baked in) stays the one the candidate was generated for, and a size
+    the forward fixes (a generated backward's ``layer_norm(x, [4096])``) stays too."""
     base = _init_signature(module)
     free = []
     for name, value in original.items():
@@ -64,13 +65,34 @@ def _input_only(module: Any, original: Mapping[str, int]) -> list[str]:
             continue
         apply(module, {**original, name: value // 2})
         try:
-            if _init_signature(module) == base:
+            if _init_signature(module) == base and _runs_on_meta(module):
                 free.append(name)
         except Exception:
             pass
         finally:
             apply(module, original)
     return free
+
+
+def _runs_on_meta(module: Any) -> bool:
+    """Whether the reference accepts the inputs of the module's current sizes (shapes checked on the meta device,
+    no arithmetic); True where an operator has no meta kernel (undecided: the factor search runs it for real)."""
+    import torch
+
+    torch.manual_seed(0)
+    init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+    inputs = [v.to("meta") if isinstance(v, torch.Tensor) else v for v in module.get_inputs()]
+    try:
+        with torch.device("meta"):
+            model = module.Model(*init)
+        with torch.no_grad():
+            model(*inputs)
+    except NotImplementedError:
+        return True
+    except Exception as exc:  # noqa: BLE001 - a shape error, whatever its type
+        log.debug("the reference does not run on meta tensors: %s", exc)
+        return False
+    return True
 
 
 def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18) -> dict[str, int]:

@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-reduced-precision", action="store_true",
                    help="let fp32 problems compute in fp16/bf16 (the verifier's tolerance relaxes to match)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    p.add_argument("--backward", action="store_true",
+                   help="also write the op's backward as a problem (OUT/backward/problem.py) and optimize it with the "
+                        "templates and its own --budget; kernelwright export registers it as the op's backward")
 
 
 def add_llm_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,16 +69,42 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / Path(args.problem).stem
     policy = Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision)
     if args.generator != "templates":
-        return _run_llm(args, out, policy)
-    result = optimize(args.problem, out_dir=out, budget_s=args.budget, device=args.device, arch=args.arch,
-                      policy=policy, progress=Progress())
-    if args.json:
-        print(summary_json(result))
+        status = _run_llm(args, out, policy)
     else:
-        print((out / "report.md").read_text())
-        print(f"written: {out}/best.py, verdict.json, candidates.csv, report.md", file=sys.stderr)
+        result = optimize(args.problem, out_dir=out, budget_s=args.budget, device=args.device, arch=args.arch,
+                          policy=policy, progress=Progress())
+        if args.json:
+            print(summary_json(result))
+        else:
+            print((out / "report.md").read_text())
+            print(f"written: {out}/best.py, verdict.json, candidates.csv, report.md", file=sys.stderr)
+        best = result.best
+        status = 0 if best is not None and best.verdict is not None and best.verdict.passed else 1
+    if args.backward:
+        status = max(status, _run_backward(args, out, policy))
+    return status
+
+
+def _run_backward(args: argparse.Namespace, out: Path, policy: object) -> int:
+    """The backward as a problem of its own in ``out/backward``: written, then optimized with the templates."""
+    from kernelwright.errors import InputError
+    from kernelwright.generate.backward import write_backward_problem
+    from kernelwright.search.optimize import Progress, optimize
+
+    folder = out / "backward"
+    try:
+        problem = write_backward_problem(args.problem, folder / "problem.py")
+    except InputError as exc:
+        print(f"backward: not written: {exc}", file=sys.stderr)
+        return 0
+    result = optimize(problem.path, out_dir=folder, budget_s=args.budget, device=args.device, arch=args.arch,
+                      policy=policy, progress=Progress())
     best = result.best
-    return 0 if best is not None and best.verdict is not None and best.verdict.passed else 1
+    verdict = best.verdict if best is not None else None
+    print(f"backward: {folder}/best.py — gradients of {', '.join(problem.gradients)}: "
+          f"{verdict.status if verdict else 'no candidate'}" + (f" ({verdict.message})" if verdict else ""),
+          file=sys.stderr)
+    return 0 if verdict is not None and verdict.passed else 1
 
 
 def _run_llm(args: argparse.Namespace, out: Path, policy: object) -> int:
