@@ -109,3 +109,34 @@ def test_a_backward_of_another_problem_is_not_used(run_with_backward: Path, tmp_
     assert result.backward == "reference-vjp"
     variant = json.loads((out / "variants.json").read_text())["variants"][0]
     assert variant["backward"] is None and "not generated from this run's problem" in variant["backward_note"]
+
+
+@pytest.mark.gpu
+def test_generated_backward_on_cuda(run_with_backward: Path, tmp_path: Path) -> None:
+    """On a GPU of the variant's arch (sm_90a: an H100/H200), the generated backward kernels run on CUDA tensors,
+    eagerly and inside a compiled training step."""
+    import torch
+    import torch.nn.functional as F
+
+    from .conftest import import_package
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the run's variant is sm_90a: needs a compute capability 9.0 GPU")
+    out = tmp_path / unique_package()
+    result = export_package([run_with_backward], out=out, name="layernorm_residual", isolate=False)
+    module = import_package(out)
+    op = getattr(torch.ops, result.namespace).layernorm_residual
+    torch.manual_seed(0)
+    x, r = (torch.randn(512, 40, device="cuda", requires_grad=True) for _ in range(2))
+    w, b = (torch.randn(40, device="cuda", requires_grad=True) for _ in range(2))
+    weights = torch.randn(512, 40, device="cuda")
+    got = torch.autograd.grad((op(x, r, w, b) * weights).sum(), (x, r, w, b))
+    want = torch.autograd.grad((F.layer_norm(x + r, (40,), w, b, 1e-5) * weights).sum(), (x, r, w, b))
+    for g, h in zip(got, want):
+        torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-4)
+    assert module.dispatch_counts().get("sm_90a:backward") == 1
+    compiled = torch.compile(lambda *a: (op(*a) * weights).sum(), fullgraph=True)
+    again = torch.autograd.grad(compiled(x, r, w, b), (x, r, w, b))
+    for g, h in zip(again, want):
+        torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-4)
+    assert module.dispatch_counts().get("sm_90a:backward") == 2
