@@ -135,3 +135,35 @@ def test_what_cannot_have_a_generated_backward(tmp_path: Path, body: str, reason
         write_backward_problem(path, tmp_path / "refused_backward.py")
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "refused_backward.py").exists()
+
+
+def test_the_backward_of_a_half_precision_problem_runs_in_float64(tmp_path: Path) -> None:
+    # The trace casts to fp32 for the math and back to bf16; the verifier's exact answer runs the same file in
+    # float64, where every float cast must be to float64 (a fixed bf16 cast made it fail: no exact reference).
+    forward_path = write_problem(tmp_path, "norm_bf16", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(32, dtype=torch.bfloat16)
+
+            def forward(self, x):
+                return torch.softmax(self.norm(x), dim=-1)
+
+        def get_inputs():
+            return [torch.randn(9, 32, dtype=torch.bfloat16)]
+
+        def get_init_inputs():
+            return []
+    """)
+    written = write_backward_problem(forward_path, tmp_path / "norm_bf16_backward.py")
+    backward = _load(written.path, "norm_bf16")
+    torch.manual_seed(0)
+    args = backward.get_inputs()
+    native = backward.Model()(*args)
+    exact = backward.Model()(*[a.double() for a in args])
+    assert [t.dtype for t in native] == [torch.bfloat16] * 3 and [t.dtype for t in exact] == [torch.float64] * 3
+    x, weight, bias, grad = (a.double() for a in args)
+    leaves = [x.requires_grad_(), weight.requires_grad_(), bias.requires_grad_()]
+    out = torch.softmax(torch.nn.functional.layer_norm(leaves[0], (32,), leaves[1], leaves[2]), dim=-1)
+    for got, want in zip(exact, torch.autograd.grad((out * grad).sum(), leaves)):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 _RANDOM_OPS = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "bernoulli", "native_dropout",
                "normal", "uniform", "multinomial", "randperm", "exponential"}
 _MAX_CONSTANT_ELEMENTS = 64
-_MAX_OPERATORS = 2000  # tensor constants of the trace become buffers of the backward Model; small ones only
+_MAX_OPERATORS = 2000
+_FLOAT_CAST = re.compile(r"dtype = torch\.(float16|bfloat16|float32)\b")  # tensor constants of the trace become buffers of the backward Model; small ones only
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,9 +235,15 @@ def _body(gm: Any, arguments: list[str], name: str) -> tuple[list[str], dict[str
     start = next(i for i, line in enumerate(lines) if line.startswith("def forward("))
     body = [line[4:] if line.startswith("    ") else line for line in lines[start + 1:]]
     body = [line.replace("device(type='cpu')", "_device") for line in body if line.strip()]
+    # The trace writes the forward's precision into its casts (fp32 math on fp16 tensors, then back). The verifier
+    # also runs the reference in float64 to judge against the exact answer: there every float cast is to float64.
+    body = [_FLOAT_CAST.sub(r"dtype = _dtype(torch.\1, _float64)", line) for line in body]
     tensors = [a for a, n in zip(arguments, placeholders) if "val" in n.meta and hasattr(n.meta["val"], "device")]
+    floats = [a for a, n in zip(arguments, placeholders)
+              if "val" in n.meta and getattr(n.meta["val"], "is_floating_point", lambda: False)()]
     if tensors:
         body.insert(0, f"_device = {tensors[0]}.device")
+    body.insert(0, f"_float64 = {floats[0]}.dtype == torch.float64" if floats else "_float64 = False")
     return body, buffers
 
 
@@ -271,6 +279,11 @@ def _source(problem: Any, body: list[str], buffers: dict[str, Any], arguments: l
         *(f"{k} = {v}" for k, v in sizes.items()),
         f"GRADIENTS = {gradients!r}",
         f"FORWARD_SHA256 = {digest!r}",
+        "",
+        "",
+        "def _dtype(dtype, float64):",
+        '    """The trace\'s cast target, or float64 when the verifier runs this reference in float64."""',
+        "    return torch.float64 if float64 else dtype",
         "",
         "",
         "class Model(nn.Module):",
