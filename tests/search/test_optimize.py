@@ -181,3 +181,60 @@ def test_reduced_sizes_shrink_input_only_constants_by_one_factor(tmp_path: Path)
     assert set(overrides) == {"tokens", "hidden"}
     assert overrides["hidden"] * 512 == overrides["tokens"] * 1024  # one common factor
     assert overrides["tokens"] * overrides["hidden"] * 8 <= 1 << 16
+
+
+HEAVY_LINEAR = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+tokens = 512
+n_in = 1024
+n_out = 768
+head_dim = 64
+
+
+class Model(nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.fc = nn.Linear(n_in, n_out)
+
+    def forward(self, x):
+        return F.relu(self.fc(x)) * head_dim ** -0.5  # read by Model itself: a candidate's copy keeps it
+
+
+def get_inputs():
+    return [torch.randn(tokens, n_in)]
+
+
+def get_init_inputs():
+    return [n_in, n_out]
+"""
+
+
+def test_weights_shrink_only_where_the_candidate_is_the_same_file(tmp_path: Path) -> None:
+    from kernelwright.problem.files import read_problem
+    from kernelwright.problem.sizes import reduced_sizes
+    from kernelwright.search.optimize import same_candidate_at, template_builder
+
+    path = tmp_path / "heavy_linear.py"
+    path.write_text(HEAVY_LINEAR)
+    problem = read_problem(path)
+    assert set(reduced_sizes(problem)) == {"tokens"}  # the inputs alone
+    broad = reduced_sizes(problem, constructor=True)
+    assert set(broad) == {"tokens", "n_in", "n_out"}  # not `head_dim`: Model's own code names it
+    _, builder = template_builder(path, tmp_path / "candidates", arch="sm_90a")
+    candidate = builder.build((0,) * len(builder.spaces), "default")
+    assert same_candidate_at(path, candidate, broad)
+    # a number the templates bake in from a size (the scale) makes the file differ: not the same
+    assert not same_candidate_at(path, candidate, {**broad, "head_dim": 128})
+
+
+def test_cpu_run_of_heavy_weights_checks_at_reduced_weights(tmp_path: Path) -> None:
+    path = tmp_path / "heavy_linear.py"
+    path.write_text(HEAVY_LINEAR)
+    result = optimize(path, out_dir=tmp_path / "run", device="cpu")
+    verdict = result.best.verdict
+    assert verdict.status is Status.PASSED, verdict.message
+    assert {"n_in", "n_out"} <= set(verdict.size_overrides)
+    assert "head_dim" not in verdict.size_overrides

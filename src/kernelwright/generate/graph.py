@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import logging
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,11 +194,16 @@ def _model_source(problem: ProblemFile) -> tuple[str, str]:
     return "\n".join(prelude), init
 
 
-def capture(problem_path: str | Path, *, seed: int = 0) -> ProblemGraph:
-    """Export the problem's reference and describe its graph. Raises :class:`InputError` (one line, naming what
-    failed and what to do) when the reference cannot be captured."""
+def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[str, int] | None = None
+            ) -> ProblemGraph:
+    """Export the problem's reference (at ``size_overrides`` of its size constants, if given) and describe its
+    graph. Raises :class:`InputError` (one line, naming what failed and what to do) when the reference cannot be
+    captured."""
+    from kernelwright.problem import sizes
+
     problem = read_problem(problem_path)
     module = import_from_path(problem.path, "kernelwright_captured_problem")
+    sizes.apply(module, size_overrides or {})
     torch.manual_seed(seed)
     init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
     torch.manual_seed(seed)

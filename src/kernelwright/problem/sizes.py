@@ -6,6 +6,10 @@ large *input-only* constants (those the constructor does not see, so the weights
 stay exactly the ones the candidate was generated for) divided by one common factor — relations between them
 survive — the smallest factor that brings the inputs under an element budget and still lets the reference run.
 Candidates must be shape-generic anyway: the verifier also runs a second shape.
+
+Where the weights alone are too big for the interpreter (a 16384x4096 linear), the constructor's sizes may shrink
+too (``constructor=True``), but only for a candidate the templates write identically at those sizes (the caller
+checks: :func:`kernelwright.search.optimize.same_candidate_at`). A size ``Model``'s own code reads never shrinks.
 """
 
 from __future__ import annotations
@@ -53,7 +57,22 @@ def _init_signature(module: Any) -> list[Any]:
     return [("tensor", tuple(v.shape)) if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def _input_only(module: Any, original: Mapping[str, int]) -> list[str]:
+def named_by_model(problem: ProblemFile) -> set[str]:
+    """Module-level names ``Model``'s code reads (its methods' own arguments are not). A size among them is read
+    by the reference itself — a candidate generated from the full-size problem holds its value (a scale, a view's
+    shape) — so it never shrinks."""
+    import ast
+
+    named: set[str] = set()
+    for stmt in ast.parse(problem.source).body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
+            local = {a.arg for n in ast.walk(stmt) if isinstance(n, ast.arguments)
+                     for a in [*n.posonlyargs, *n.args, *n.kwonlyargs, n.vararg, n.kwarg] if a is not None}
+            named |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - local
+    return named
+
+
+def _input_only(module: Any, original: Mapping[str, int], named: set[str]) -> list[str]:
     """Size constants that change the inputs but not the constructor's arguments, and that the reference still
     runs with when changed alone. Only these may shrink: the model (its weights, and numbers such as
     ``alpha = K ** -0.5`` that a kernel may have baked in) stays the one the candidate was generated for, and a size
@@ -61,7 +80,7 @@ def _input_only(module: Any, original: Mapping[str, int]) -> list[str]:
     base = _init_signature(module)
     free = []
     for name, value in original.items():
-        if value < SHRINKABLE_MIN:
+        if value < SHRINKABLE_MIN or name in named:
             continue
         apply(module, {**original, name: value // 2})
         try:
@@ -95,18 +114,62 @@ def _runs_on_meta(module: Any) -> bool:
     return True
 
 
-def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18) -> dict[str, int]:
+def _state_elements(module: Any) -> int:
+    """Elements of the module's parameters and buffers (built on the meta device: no memory, no arithmetic)."""
+    import torch
+
+    torch.manual_seed(0)
+    init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+    with torch.device("meta"):
+        model = module.Model(*init)
+    return sum(t.numel() for t in model.state_dict().values())
+
+
+def state_elements(problem: ProblemFile) -> int:
+    """Elements of the weights and buffers ``Model(*get_init_inputs())`` holds."""
+    return _state_elements(import_from_path(problem.path, "kernelwright_sized_problem"))
+
+
+def _constructor_sizes(problem: ProblemFile, module: Any, original: Mapping[str, int]) -> list[str]:
+    """Size constants that may shrink with the weights: large ones the reference still runs with when changed
+    alone, and that ``Model``'s own code does not name (a candidate copies ``Model.__init__`` verbatim and reads
+    those from its own module, which keeps the full sizes; arguments from ``get_init_inputs()`` follow)."""
+    named = named_by_model(problem)
+    free = []
+    for name, value in original.items():
+        if value < SHRINKABLE_MIN or name in named:
+            continue
+        apply(module, {**original, name: value // 2})
+        try:
+            if _runs_on_meta(module):
+                free.append(name)
+        except Exception:
+            pass
+        finally:
+            apply(module, original)
+    return free
+
+
+def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, constructor: bool = False
+                  ) -> dict[str, int]:
     """Overrides for the problem's input-only size constants that bring its inputs to at most ``max_elements``
     elements (or as close as they allow) and keep the reference runnable and finite; {} if it is small already or
-    nothing can shrink."""
+    nothing can shrink. With ``constructor``, sizes that the constructor sees may shrink too, and the budget counts
+    the weights as well as the inputs: only for a candidate shown to be the same at those sizes (the caller's
+    check, :func:`kernelwright.search.evaluate.same_candidate_at`)."""
     import torch
 
     module = import_from_path(problem.path, "kernelwright_sized_problem")
     original = dict(problem.size_globals)
+
+    def elements() -> int:
+        return _input_elements(module) + (_state_elements(module) if constructor else 0)
+
     try:
-        if _input_elements(module) <= max_elements:
+        if elements() <= max_elements:
             return {}
-        free = _input_only(module, original)
+        free = (_constructor_sizes(problem, module, original) if constructor
+                else _input_only(module, original, named_by_model(problem)))
         best: dict[str, int] = {}
         for factor in FACTORS[1:]:
             overrides = {k: _shrink(original[k], factor) for k in free if _shrink(original[k], factor) != original[k]}
@@ -124,7 +187,7 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18) -> dict[
                 if not all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs):
                     continue
                 best = overrides
-                if _input_elements(module) <= max_elements:
+                if elements() <= max_elements:
                     return best
             except Exception as exc:  # this factor breaks the problem: try the next
                 log.info("sizes divided by %d do not work for %s: %s", factor, problem.path.name, exc)

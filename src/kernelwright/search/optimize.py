@@ -260,8 +260,31 @@ def template_builder(problem: str | Path, directory: Path, *, arch: str, policy:
         raise InputError(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
                          "use --generator llm for it")
     spaces = [by_name[g.family].space(graph, g, arch, policy) for g in the_plan.groups]
-    return the_plan, CandidateBuilder(the_plan, by_name, spaces, directory,
-                                      title=f"kernelwright candidate for {graph.problem.path.name}")
+    return the_plan, CandidateBuilder(the_plan, by_name, spaces, directory, title=_title(graph.problem.path))
+
+
+def _title(problem: Path) -> str:
+    return f"kernelwright candidate for {problem.name}"
+
+
+def same_candidate_at(problem: str | Path, candidate: Candidate, size_overrides: Mapping[str, int]) -> bool:
+    """Whether the templates write exactly ``candidate``'s file for the problem at ``size_overrides`` (same groups,
+    same configurations): then nothing in it depends on those sizes, and proving it there proves the file."""
+    from kernelwright.generate.emit import emit
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import load_families, plan
+
+    try:
+        graph = capture(problem, size_overrides=size_overrides)
+        families = {f.name: f for f in load_families()}
+        the_plan = plan(graph, list(families.values()))
+        if len(the_plan.groups) != len(candidate.configs):
+            return False
+        source = emit(the_plan, families, candidate.configs, title=_title(graph.problem.path))
+    except Exception as exc:  # noqa: BLE001 - a problem that does not capture at those sizes: not the same
+        log.info("the candidate could not be rewritten at %s: %s", dict(size_overrides), exc)
+        return False
+    return source == candidate.path.read_text()
 
 
 def _best(outcomes: Iterable[Outcome]) -> Outcome | None:
