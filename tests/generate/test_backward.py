@@ -167,3 +167,35 @@ def test_the_backward_of_a_half_precision_problem_runs_in_float64(tmp_path: Path
     out = torch.softmax(torch.nn.functional.layer_norm(leaves[0], (32,), leaves[1], leaves[2]), dim=-1)
     for got, want in zip(exact, torch.autograd.grad((out * grad).sum(), leaves)):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_a_swiglu_backward_plans_into_groups_that_can_be_ordered(tmp_path: Path) -> None:
+    # Its trace builds `1 - sigmoid` with an in-place sub on a fresh buffer: the pointwise family claimed a chain
+    # that a PyTorch node both fed and consumed, and emitting the candidate failed ("groups depend on each other in
+    # a cycle"). Every group is now convex; the candidate is written and correct.
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import convex, plan
+    from kernelwright.records import Status
+    from kernelwright.verify.records import VerifyOptions
+    from kernelwright.verify.verifier import verify
+
+    from .conftest import generate
+
+    forward_path = write_problem(tmp_path, "swiglu", """
+        class Model(nn.Module):
+            def forward(self, x):
+                gate, up = x.chunk(2, dim=-1)
+                return F.silu(gate) * up
+
+        def get_inputs():
+            return [torch.randn(6, 2 * 40, dtype=torch.bfloat16)]
+
+        def get_init_inputs():
+            return []
+    """)
+    written = write_backward_problem(forward_path, tmp_path / "swiglu_backward.py")
+    graph = capture(written.path)
+    assert all(convex(graph, group.nodes) for group in plan(graph).groups)
+    _, candidate = generate(written.path, tmp_path / "swiglu_backward_candidate.py")
+    verdict = verify(written.path, candidate, VerifyOptions(device="cpu", seed=3))
+    assert verdict.status is Status.PASSED, verdict.message

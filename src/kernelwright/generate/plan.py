@@ -63,6 +63,26 @@ class Plan:
         return lines
 
 
+def convex(graph: ProblemGraph, members: Sequence[str]) -> bool:
+    """Whether no path leaves the group and comes back into it. A kernel runs all its nodes at once, so a node
+    outside that needs one member and feeds another would make the kernel wait on itself (a backward's swiglu
+    chain once absorbed a multiply on both sides of a reduction); with every group convex, groups and PyTorch
+    nodes can always be put in an order."""
+    inside = set(members)
+    frontier = [u for m in inside for u in graph.users.get(m, []) if u not in inside]
+    seen: set[str] = set()
+    while frontier:
+        name = frontier.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for user in graph.users.get(name, []):
+            if user in inside:
+                return False
+            frontier.append(user)
+    return True
+
+
 def plan(graph: ProblemGraph, families: Sequence[Family] | None = None) -> Plan:
     families = list(families) if families is not None else load_families()
     claimed: set[str] = set()
@@ -73,6 +93,10 @@ def plan(graph: ProblemGraph, families: Sequence[Family] | None = None) -> Plan:
                 continue
             group = family.claim(graph, node, claimed)
             if group is None:
+                continue
+            if not convex(graph, group.nodes):
+                log.info("%s group at %s left out: a path leaves it and comes back (it would wait on itself)",
+                         family.name, node.name)
                 continue
             groups.append(group)
             claimed.update(group.nodes)
