@@ -3,7 +3,8 @@
 That is what `kernelwright export` needs to register a candidate as a `triton_op` (so `torch.compile` and Inductor
 see its kernels) instead of an opaque `custom_op`. A launcher that reads something a fake tensor does not have —
 ``data_ptr()``, ``.item()``, a host copy — fails here (the GEMM's 16-byte alignment check did, on the suite's bmm).
-The probe is the export's own, in its own process, with the kernels compiled rather than interpreted.
+The probe is the export's own (in this process, as ``kernelwright.load`` runs it), with the kernels compiled
+rather than interpreted.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def test_rendered_candidate_traces_into_triton_kernels(tmp_path: Path, name: str
     problem = write_problem(tmp_path, f"trace_{name}", CASES[name])
     _, candidate = generate(problem, tmp_path / f"trace_{name}_candidate.py", config_index=config_index)
     probed = run_probe({"reference": str(problem), "trace": True,
-                        "variants": [{"id": "v", "path": str(candidate), "language": "triton"}]})
+                        "variants": [{"id": "v", "path": str(candidate), "language": "triton"}]},
+                       isolate=False)  # our own generated code: in this process, as kernelwright.load does
     assert probed["ok"], probed["message"]
     trace = probed["variants"]["v"]["trace"]
     assert trace["ok"], trace["message"]
