@@ -72,19 +72,20 @@ def named_by_model(problem: ProblemFile) -> set[str]:
     return named
 
 
-def _input_only(module: Any, original: Mapping[str, int], named: set[str]) -> list[str]:
-    """Size constants that change the inputs but not the constructor's arguments, and that the reference still
-    runs with when changed alone. Only these may shrink: the model (its weights, and numbers such as
-    ``alpha = K ** -0.5`` that a kernel may have baked in) stays the one the candidate was generated for, and a size
-    the forward fixes (a generated backward's ``layer_norm(x, [4096])``) stays too."""
-    base = _init_signature(module)
+def _shrinkable(module: Any, original: Mapping[str, int], named: set[str], *, constructor: bool) -> list[str]:
+    """Large size constants that ``Model``'s own code does not read and that the reference still runs with when
+    changed alone (shapes checked on meta tensors); without ``constructor``, only those that leave the
+    constructor's arguments unchanged — the model (its weights, and numbers such as ``alpha = K ** -0.5`` that a
+    kernel may have baked in) stays the one the candidate was generated for. A size the forward fixes (a generated
+    backward's ``layer_norm(x, [4096])``) does not run when changed alone, so it stays too."""
+    base = None if constructor else _init_signature(module)
     free = []
     for name, value in original.items():
         if value < SHRINKABLE_MIN or name in named:
             continue
         apply(module, {**original, name: value // 2})
         try:
-            if _init_signature(module) == base and _runs_on_meta(module):
+            if (constructor or _init_signature(module) == base) and _runs_on_meta(module):
                 free.append(name)
         except Exception:
             pass
@@ -130,26 +131,6 @@ def state_elements(problem: ProblemFile) -> int:
     return _state_elements(import_from_path(problem.path, "kernelwright_sized_problem"))
 
 
-def _constructor_sizes(problem: ProblemFile, module: Any, original: Mapping[str, int]) -> list[str]:
-    """Size constants that may shrink with the weights: large ones the reference still runs with when changed
-    alone, and that ``Model``'s own code does not name (a candidate copies ``Model.__init__`` verbatim and reads
-    those from its own module, which keeps the full sizes; arguments from ``get_init_inputs()`` follow)."""
-    named = named_by_model(problem)
-    free = []
-    for name, value in original.items():
-        if value < SHRINKABLE_MIN or name in named:
-            continue
-        apply(module, {**original, name: value // 2})
-        try:
-            if _runs_on_meta(module):
-                free.append(name)
-        except Exception:
-            pass
-        finally:
-            apply(module, original)
-    return free
-
-
 def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, constructor: bool = False
                   ) -> dict[str, int]:
     """Overrides for the problem's input-only size constants that bring its inputs to at most ``max_elements``
@@ -168,8 +149,7 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
     try:
         if elements() <= max_elements:
             return {}
-        free = (_constructor_sizes(problem, module, original) if constructor
-                else _input_only(module, original, named_by_model(problem)))
+        free = _shrinkable(module, original, named_by_model(problem), constructor=constructor)
         best: dict[str, int] = {}
         for factor in FACTORS[1:]:
             overrides = {k: _shrink(original[k], factor) for k in free if _shrink(original[k], factor) != original[k]}
