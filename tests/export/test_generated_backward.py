@@ -110,6 +110,23 @@ def test_a_backward_of_another_problem_is_not_used(run_with_backward: Path, tmp_
     variant = json.loads((out / "variants.json").read_text())["variants"][0]
     assert variant["backward"] is None and "not generated from this run's problem" in variant["backward_note"]
 
+    # the reference's backward gives x and residual one and the same gradient tensor: the op returns copies (a
+    # custom op's outputs may not alias each other; this failed before)
+    import torch
+    import torch.nn.functional as F
+
+    from .conftest import import_package
+
+    module = import_package(out)
+    op = getattr(torch.ops, result.namespace).layernorm_residual
+    x, r = torch.randn(5, 40, requires_grad=True), torch.randn(5, 40, requires_grad=True)
+    w, b = torch.randn(40), torch.randn(40)
+    gx, gr = torch.autograd.grad((op(x, r, w, b) * torch.arange(40.0)).sum(), (x, r))
+    (want,) = torch.autograd.grad((F.layer_norm(x + r, (40,), w, b, 1e-5) * torch.arange(40.0)).sum(), (x,))
+    torch.testing.assert_close(gx, want)
+    torch.testing.assert_close(gr, want)
+    assert module.dispatch_counts()["reference:backward"] == 1
+
 
 @pytest.mark.gpu
 def test_generated_backward_on_cuda(run_with_backward: Path, tmp_path: Path) -> None:

@@ -144,6 +144,37 @@ def _check_interpreter() -> None:
         raise RuntimeError("TRITON_INTERPRET=1 was set after triton was imported, so Triton's interpreter cannot "
                            "run kernels in this process; set it in the environment before Python starts (or "
                            "unset it to run the reference on CPU tensors)")
+    install_interpreter_bf16_dot_fix()
+
+
+def install_interpreter_bf16_dot_fix() -> bool:
+    """The Triton interpreter multiplies bf16 operands of ``tl.dot`` as raw uint16 bit patterns (garbage, seen with
+    triton 3.9); widen them to fp32 first, which is exact and what the tensor cores' fp32 accumulation computes.
+    The verifier installs it in its candidate process, and an exported op before it interprets a variant (a bf16
+    GEMM package gave 1e8-sized outputs under TRITON_INTERPRET=1 without it)."""
+    try:
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    except ImportError:
+        return False
+    original = InterpreterBuilder.create_dot
+    if getattr(original, "_kernelwright_wrapped", False):
+        return True
+
+    def widen(h: Any) -> Any:
+        if h.dtype == tl.bfloat16:
+            return TensorHandle((h.data.astype(np.uint32) << np.uint32(16)).view(np.float32), tl.float32)
+        return TensorHandle(h.data.astype(np.float32), tl.float32)
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
+        if a.dtype == tl.bfloat16 or b.dtype == tl.bfloat16:
+            a, b = widen(a), widen(b)
+        return original(self, a, b, d, *args, **kwargs)
+
+    create_dot._kernelwright_wrapped = True  # type: ignore[attr-defined]
+    InterpreterBuilder.create_dot = create_dot
+    return True
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -618,7 +649,10 @@ class OpRuntime:
             raise RuntimeError(f"{self.spec['op']}: variant {variant.id}'s backward returned {len(out)} "
                                f"gradient(s), variants.json names {len(variant.gradients)}")
         given = [t for t in [*grads, *args] if isinstance(t, torch.Tensor)]
-        return [g.clone() if any(_aliases(g, t) for t in given) else g for g in out]
+        kept: list[torch.Tensor] = []
+        for g in out:
+            kept.append(g.clone() if any(_aliases(g, t) for t in [*given, *kept]) else g)
+        return kept
 
     def reference_backward(self, grads: Sequence[Any], args: Sequence[Any], needs: Sequence[bool]
                            ) -> list[torch.Tensor]:
@@ -641,11 +675,12 @@ class OpRuntime:
                                for i, o in zip(float_outputs, outs))
             result = vjp(cotangents)
         given = [t for t in [*grads, *args] if isinstance(t, torch.Tensor)]
-        out = []
+        out: list[torch.Tensor] = []
         for i, g in zip(wrt, result):
             g = g.detach() if g is not None else torch.zeros_like(args[i])
-            # the gradient of a + b is the incoming gradient itself: an op's output may not alias its inputs
-            out.append(g.clone() if any(_aliases(g, t) for t in given) else g)
+            # the gradient of a + b is the incoming gradient itself, and a's and b's are one tensor: an op's
+            # outputs may alias neither its inputs nor each other
+            out.append(g.clone() if any(_aliases(g, t) for t in [*given, *out]) else g)
         return out
 
     def backward_fake(self, args: Sequence[Any], needs: Sequence[bool]) -> list[torch.Tensor]:

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from kernelwright.export.runtime import install_interpreter_bf16_dot_fix  # noqa: F401 - re-exported
+
 # aten operators that allocate or re-describe memory without computing: not "library work".
 _FREE_ATEN = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "detach", "alias", "lift_fresh",
@@ -146,34 +148,6 @@ def install_interpreter_autotune(recorder: LaunchRecorder) -> bool:
 
     run._kernelwright_wrapped = True  # type: ignore[attr-defined]
     Autotuner.run = run
-    return True
-
-
-def install_interpreter_bf16_dot_fix() -> bool:
-    """The Triton interpreter multiplies bf16 operands of ``tl.dot`` as raw uint16 bit patterns (garbage, seen with
-    triton 3.9); widen them to fp32 first, which is exact and what the tensor cores' fp32 accumulation computes."""
-    try:
-        import numpy as np
-        import triton.language as tl
-        from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
-    except ImportError:
-        return False
-    original = InterpreterBuilder.create_dot
-    if getattr(original, "_kernelwright_wrapped", False):
-        return True
-
-    def widen(h: Any) -> Any:
-        if h.dtype == tl.bfloat16:
-            return TensorHandle((h.data.astype(np.uint32) << np.uint32(16)).view(np.float32), tl.float32)
-        return TensorHandle(h.data.astype(np.float32), tl.float32)
-
-    def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
-        if a.dtype == tl.bfloat16 or b.dtype == tl.bfloat16:
-            a, b = widen(a), widen(b)
-        return original(self, a, b, d, *args, **kwargs)
-
-    create_dot._kernelwright_wrapped = True  # type: ignore[attr-defined]
-    InterpreterBuilder.create_dot = create_dot
     return True
 
 
