@@ -19,9 +19,10 @@ VARIANTS: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
     "segfault": ("Crashes the process with a segmentation fault in forward.", "import ctypes\n",
                  [(LAUNCH, "        ctypes.string_at(0)\n        return y")]),
     "hang": ("Never returns from forward.", "", [(LAUNCH, "        while True:\n            pass")]),
-    "hang_on_new_shape": ("Hangs on any shape but the first it sees, as a slow kernel runs out of time late.", "",
+    "hang_on_new_shape": ("Waits forever on any shape but the first it sees, as a slow kernel runs out of time "
+                          "late (sleeping: the CPU stays free for the tests beside it).", "import time\n",
                           [(LAUNCH, "        self.first = getattr(self, 'first', x.shape)\n"
-                                    "        while x.shape != self.first:\n            pass\n" + LAUNCH)]),
+                                    "        while x.shape != self.first:\n            time.sleep(0.05)\n" + LAUNCH)]),
     "sys_exit": ("Calls sys.exit in forward.", "import sys\n", [(LAUNCH, "        sys.exit(3)")]),
     "os_exit": ("Calls os._exit in forward, skipping every handler.", "import os\n",
                 [(LAUNCH, "        os._exit(0)")]),
