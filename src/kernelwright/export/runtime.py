@@ -145,6 +145,34 @@ def _check_interpreter() -> None:
                            "run kernels in this process; set it in the environment before Python starts (or "
                            "unset it to run the reference on CPU tensors)")
     install_interpreter_bf16_dot_fix()
+    _install_interpreter_first_config()
+
+
+def _install_interpreter_first_config() -> None:
+    """``triton.autotune`` with several configs benchmarks them, which needs a GPU driver: under the interpreter it
+    fails outright. The interpreter checks results, not speed, so an autotuned kernel runs its first config there
+    (the verifier instead rotates through all of them, one per trial)."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return
+    original = Autotuner.run
+    # the verifier's own patch (``_kernelwright_wrapped``, rotating configs across trials) takes precedence
+    if getattr(original, "_kernelwright_wrapped", False) or getattr(original, "_kernelwright_first_config", False):
+        return
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        configs = self.configs
+        if len(configs) <= 1:
+            return original(self, *args, **kwargs)
+        self.configs = configs[:1]
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.configs = configs
+
+    run._kernelwright_first_config = True  # type: ignore[attr-defined]
+    Autotuner.run = run
 
 
 def install_interpreter_bf16_dot_fix() -> bool:
