@@ -69,10 +69,7 @@ def export_package(runs: Sequence[str | Path], *, out: str | Path, name: str | N
                          "could not be imported; choose --out like my_kernels/")
     if not runs:
         raise InputError("give at least one run folder to export")
-    variants = [read_run(r) for r in runs]
-    _check_one_problem(variants)
-    op = name if name is not None else _default_op_name(variants[0].problem_name)
-    _check_op_name(op)
+    variants, op = _read_variants(runs, name)
     _check_destination(out, force)
 
     created = [p for p in [out.parent, *out.parent.parents] if not p.exists()]  # removed again on failure
@@ -95,6 +92,15 @@ def export_package(runs: Sequence[str | Path], *, out: str | Path, name: str | N
                         registration=plan.registration, registration_reason=plan.registration_reason,
                         variants=tuple(v.id for v in variants),
                         backward=plan.backward_method)
+
+
+def _read_variants(runs: Sequence[str | Path], name: str | None) -> tuple[list[RunVariant], str]:
+    """The runs read and checked as variants of one op, and the op's name (``name`` or the problem's)."""
+    variants = [read_run(r) for r in runs]
+    _check_one_problem(variants)
+    op = name if name is not None else _default_op_name(variants[0].problem_name)
+    _check_op_name(op)
+    return variants, op
 
 
 def _check_one_problem(variants: list[RunVariant]) -> None:
@@ -226,10 +232,7 @@ def load(*runs: str | Path, name: str | None = None) -> type:
 
     if not runs:
         raise InputError("kernelwright.load needs at least one run folder")
-    variants = [read_run(r) for r in runs]
-    _check_one_problem(variants)
-    op = name if name is not None else _default_op_name(variants[0].problem_name)
-    _check_op_name(op)
+    variants, op = _read_variants(runs, name)
     key = hashlib.sha256(json.dumps({
         "version": LOAD_CACHE_VERSION, "op": op, "problem": variants[0].problem_sha256,
         "runtime": hashlib.sha256(_runtime_source().encode()).hexdigest(),
