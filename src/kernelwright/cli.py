@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -66,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -77,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
         stream=sys.stderr,
     )
+    signal.signal(signal.SIGTERM, _terminated)  # cleanup (children, scratch folders) as for Ctrl-C
     try:
         module = importlib.import_module(COMMANDS[args.command])
         return int(module.run(args))

@@ -204,6 +204,75 @@ def _library_fallback(rng: random.Random) -> str:
     """)
 
 
+def _library_named_like_own(rng: random.Random) -> str:
+    # Library work, dressed up: a docstring "defining" __global__ functions named after words of PyTorch's kernel
+    # names, and a Triton kernel so named that is never launched.
+    return softmax_module(rng, """
+        return torch.softmax(x, dim=-1)
+    """, top='''
+"""Row softmax. __global__ void anonymous(float* y) {} __global__ void native(float* y) {}"""
+''', extra="""
+
+
+@triton.jit
+def void(p):
+    pass
+""")
+
+
+def _library_on_some_calls(rng: random.Random) -> str:
+    # Its own kernel on every other call, the library's on the rest: whichever single call is profiled, half the
+    # work is not its own.
+    return softmax_module(rng, """
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls % 2:
+            return {F}(x.contiguous(), torch.empty_like(x))
+        return torch.softmax(x, dim=-1)
+    """)
+
+
+def _harness_patch(rng: random.Random) -> str:
+    # Rewrites the harness's kernel list so that library work reads as its own.
+    return softmax_module(rng, """
+        return torch.softmax(x, dim=-1)
+    """, top="""
+import kernelwright.verify.launches as _launches
+
+
+def _records(recorder, aten):
+    return [_launches.KernelRecord(name="my_softmax", origin="own", source="triton", launches=1,
+                                   device_time_us=None)]
+
+
+_launches.cpu_kernel_records = _records
+""")
+
+
+def _raw_thread(rng: random.Random) -> str:
+    # A thread of the low-level _thread module (not in threading.enumerate) fills the output after forward.
+    return softmax_module(rng, """
+        x = x.contiguous()
+        scratch = {F}(x, torch.empty_like(x))
+        y = torch.empty_like(x)
+
+        def later():
+            time.sleep(0.005)
+            y.copy_(scratch)
+
+        _thread.start_new_thread(later, ())
+        return y
+    """, top="import _thread\nimport time\n")
+
+
+def _reference_access_exec(rng: random.Random) -> str:
+    # The heap walk runs as code compiled from a string under a made-up file name.
+    return softmax_module(rng, """
+        code = compile("found = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]", "<harness>", "exec")
+        exec(code, {"gc": gc, "torch": torch})
+        return {F}(x.contiguous(), torch.empty_like(x))
+    """, top="import gc\n")
+
+
 def _output_caching(rng: random.Random) -> str:
     return softmax_module(rng, """
         key = (x.data_ptr(), tuple(x.shape))
@@ -581,6 +650,12 @@ CASES: tuple[Case, ...] = (
          _library_in_disguise),
     Case("library-fallback", "7 library in disguise (try/except fallback)", "no-own-kernel", "rejected", CPU,
          SOFTMAX, _library_fallback),
+    Case("library-named-like-own", "7 library in disguise (names dressed as own kernels)", "no-own-kernel",
+         "rejected", BOTH, SOFTMAX, _library_named_like_own),
+    Case("library-on-some-calls", "7 library in disguise (own kernel on every other call)", "no-own-kernel",
+         "rejected", BOTH, SOFTMAX, _library_on_some_calls),
+    Case("harness-patch", "6 patched timers (the harness's kernel list replaced)", "timer-tampering", "rejected",
+         CPU, SOFTMAX, _harness_patch),
     Case("output-caching", "8 output caching", "output-caching", "rejected", BOTH, SOFTMAX, _output_caching),
     Case("output-caching-versioned", "8 output caching (address and version)", "output-caching", "rejected", CPU,
          SOFTMAX, _output_caching_versioned),
@@ -598,6 +673,10 @@ CASES: tuple[Case, ...] = (
     Case("persisting-l2", "14 persisting L2", "persisting-l2", "rejected", GPU, SOFTMAX, _persisting_l2),
     Case("reference-access-heap", "15 reading the answer (heap walk)", "reference-access", "rejected", CPU,
          SOFTMAX, _reference_access_heap),
+    Case("reference-access-exec", "15 reading the answer (heap walk in exec'd code)", "reference-access",
+         "rejected", CPU, SOFTMAX, _reference_access_exec),
+    Case("background-raw-thread", "4 background thread (a _thread thread)", "background-thread", "rejected", BOTH,
+         SOFTMAX, _raw_thread),
     Case("reference-access-file", "15 reading the answer (the problem file)", "reference-access", "rejected", CPU,
          SOFTMAX, _reference_access_file),
     Case("timed-call-mismatch", "16 warm-up vs timed", "timed-call-mismatch", "rejected", GPU, SOFTMAX,
@@ -621,6 +700,8 @@ CASES: tuple[Case, ...] = (
          _honest_non_contiguous, clean=True),
     Case("honest-joined-thread", "honest: a worker thread joined before returning", None, "passed", CPU, SOFTMAX,
          _honest_joined_thread, clean=True),
+    Case("honest-library-only-allowed", "honest: library-only, with --allow-library-only", None, "passed", CPU,
+         SOFTMAX, _library_in_disguise, options={"allow_library_only": True}),
     Case("honest-own-stream", "honest: its own stream, synchronised", None, "passed", GPU, SOFTMAX,
          _honest_own_stream, clean=True),
 )

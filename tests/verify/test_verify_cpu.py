@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,6 +96,9 @@ def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut(run) -
         ("softmax_two_outputs.py", Status.INCORRECT, "output-structure", "2 output(s)"),
         ("softmax_no_modelnew.py", Status.COMPILE_ERROR, "missing-modelnew", "class ModelNew"),
         ("softmax_syntax.py", Status.COMPILE_ERROR, "syntax-error", "syntax error"),
+        ("softmax_kernel_typo.py", Status.COMPILE_ERROR, "kernel-error", "exxp"),
+        ("softmax_inline_asm.py", Status.UNSUPPORTED, "interpreter-unsupported", "interpreter"),
+        ("softmax_alias.py", Status.PASSED, None, "correct on every trial"),
     ],
 )
 def test_failing_candidates_get_the_right_verdict(run, name: str, status: Status, code: str | None,
@@ -155,3 +163,47 @@ def test_cuda_cpp_without_a_gpu_is_compiled_inspected_and_unsupported(repo_root:
     # The kernels nvcc produced are in the instruction summary: the float4 path really loads 128 bits.
     opcodes = {op for k in verdict.instructions for op in (k.get("histogram_by_opcode") or {})}
     assert "LDG.E.128" in opcodes or "LDG.E.128.CONSTANT" in opcodes, sorted(opcodes)
+
+
+def test_cuda_cpp_that_does_not_compile_is_a_compile_error_with_nvccs_line(tmp_path: Path) -> None:
+    source = (HERE / "candidates" / "vector_add_cuda_plain.py")
+    broken = tmp_path / "broken.py"
+    broken.write_text(source.read_text().replace("out[i] = a[i] + b[i];", "out[i] = a[i] + undefined_symbol;"))
+    verdict = verify(HERE / "problems" / "vector_add.py", broken, VerifyOptions(device="cpu", seed=7))
+    assert verdict.status is Status.COMPILE_ERROR, verdict.message
+    assert "undefined_symbol" in verdict.message and "\n" not in verdict.message
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc")
+def test_stopping_verify_stops_the_candidates_process_too(candidate, tmp_path: Path) -> None:
+    """The candidate runs in its own session (so it cannot signal the parent's group): a terminal's Ctrl-C or a
+    SIGTERM to `kernelwright verify` never reaches it, so the parent must end it before exiting."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the verifier's working folder, and so the child's command line
+    proc = subprocess.Popen([sys.executable, "-m", "kernelwright", "verify", str(HERE / "problems" / "softmax.py"),
+                             str(candidate("softmax_hang.py")), "--timeout", "300"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not any("candidate" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                  for pid in _processes_mentioning(str(tmp_path)) if Path(f"/proc/{pid}").exists()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-500:]
+        time.sleep(0.5)
+    time.sleep(2)  # inside forward by now, or about to be
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    assert "interrupted" in proc.stderr.read().decode()
+    time.sleep(1)
+    assert _processes_mentioning(str(tmp_path)) == []
+    assert not any(tmp_path.glob("kernelwright-verify-*")), "the scratch folder was left behind"

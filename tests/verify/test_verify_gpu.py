@@ -52,3 +52,16 @@ def test_unwritten_output_shows_the_poison_on_the_gpu(run) -> None:
     verdict = run("softmax_partial.py", timing=False)
     assert verdict.status is Status.REJECTED
     assert any(f.code == "stale-memory" for f in verdict.findings)
+
+
+def test_cuda_cpp_candidate_builds_runs_and_is_inspected(repo_root: Path) -> None:
+    """A load_inline extension (KernelBench's CUDA C++ form) on the GPU: built for the device's arch in the child,
+    timed, listed as the candidate's own kernel, and disassembled from the extension's shared object."""
+    verdict = verify(repo_root / "problems" / "vector_add.py", repo_root / "examples" / "vector_add_cuda.py",
+                     VerifyOptions(device="cuda", seed=11, compile_baseline=False))
+    assert verdict.status is Status.PASSED, verdict.message
+    own = [k for k in verdict.kernels if k["origin"] == "own"]
+    assert any("add_f32x4_kernel" in k["name"] for k in own), verdict.kernels
+    assert verdict.timing["candidate"]["median_ms"] > 0
+    names = {i.get("name", "") for i in verdict.instructions}
+    assert any("add_f32x4_kernel" in n for n in names), names

@@ -46,6 +46,14 @@ VARIANTS: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
                       [("    x = x - tl.max(x, axis=0)", "    x = (x - tl.max(x, axis=0)).to(tl.float16).to(tl.float32)"),
                        ("    y = e / tl.sum(e, axis=0)", "    y = (e / tl.sum(e, axis=0)).to(tl.float16).to(tl.float32)")]),
     "syntax": ("Does not parse.", "", [("def forward(self, x):", "def forward(self, x)")]),
+    "alias": ("Binds ModelNew to its class by assignment, as KernelBench allows.", "",
+              [("class ModelNew(nn.Module):", "class _Softmax(nn.Module):")]),
+    "kernel_typo": ("Calls a tl function that does not exist (a compile error on a GPU).", "",
+                    [("tl.exp(", "tl.exxp(")]),
+    "inline_asm": ("Uses inline PTX, which the interpreter cannot run.", "",
+                   [("    x = x - tl.max(x, axis=0)",
+                     "    x = tl.inline_asm_elementwise('mov.b32 $0, $1;', '=r,r', [x], dtype=tl.float32, "
+                     "is_pure=True, pack=1)\n    x = x - tl.max(x, axis=0)")]),
 }
 
 
@@ -58,6 +66,8 @@ def build(name: str) -> str:
         if old not in source:
             raise AssertionError(f"variant {name}: {old!r} is not in {HONEST.name}")
         source = source.replace(old, new)
+    if name == "alias":
+        source += "\n\nModelNew = _Softmax\n"
     if imports:
         source = source.replace("import torch\n", imports + "import torch\n", 1)
     return source

@@ -161,6 +161,11 @@ def _decorator_name(node: ast.expr) -> str | None:
     return None
 
 
+def global_functions(cuda_source: str) -> set[str]:
+    """The names of the ``__global__`` functions a CUDA source defines."""
+    return {m.group(1) for m in _GLOBAL_KERNEL.finditer(_LAUNCH_BOUNDS.sub(" ", cuda_source))}
+
+
 def read_candidate(path: str | Path) -> CandidateFile:
     """Read a candidate; only an unreadable file raises (:class:`InputError`), everything else is data."""
     path = Path(path)
@@ -176,7 +181,10 @@ def read_candidate(path: str | Path) -> CandidateFile:
         syntax_error = f"candidate {path.name}:{exc.lineno}: syntax error: {exc.msg}"
         tree = None
     if tree is not None:
-        has_model_new = isinstance(_top_level_names(tree).get("ModelNew"), ast.ClassDef)
+        # A class statement, or a name bound to one (``ModelNew = _Impl``, ``from .impl import ModelNew``): the
+        # child checks that it is a class once the module has run.
+        has_model_new = isinstance(_top_level_names(tree).get("ModelNew"),
+                                   (ast.ClassDef, ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom))
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                 _decorator_name(d) in _TRITON_DECORATORS for d in node.decorator_list
@@ -184,8 +192,7 @@ def read_candidate(path: str | Path) -> CandidateFile:
                 triton_kernels.append(node.name)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 strings.append(node.value)
-    cuda_kernels = sorted({m.group(1) for text in strings
-                           for m in _GLOBAL_KERNEL.finditer(_LAUNCH_BOUNDS.sub(" ", text))})
+    cuda_kernels = sorted({name for text in strings for name in global_functions(text)})
     return CandidateFile(
         path=path.resolve(),
         source=source,

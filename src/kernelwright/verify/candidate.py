@@ -35,6 +35,13 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     if "CompilationError" in name or "Error building extension" in text or "ninja" in text.lower() and "error" in text:
         return "compile_error", "build-failed"
     lowered = text.lower()
+    if "not supported in interpreter mode" in lowered or "not supported by the interpreter" in lowered:
+        # e.g. tl.inline_asm_elementwise: the interpreter's limit, not the candidate's defect
+        return "unsupported", "interpreter-unsupported"
+    if name == "InterpreterError":
+        # What the interpreter raises while tracing a kernel (an unknown tl function, a non-power-of-2 arange, a
+        # shape mismatch) is what the compiler rejects on a GPU.
+        return "compile_error", "kernel-error"
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(
             s in lowered for s in ("out of memory", "can't allocate memory", "cannot allocate memory")):
         return "runtime_error", "out-of-memory"
@@ -87,6 +94,13 @@ def _hook_cuda_builds_without_gpu(channel: Channel, arch: str, out_dir: Path) ->
         except Exception as exc:  # the inspection role may be missing or the toolchain absent: say so
             payload = {"ok": None, "log": f"not compiled: {type(exc).__name__}: {exc}"}
         channel.send("cuda_build", name=name, arch=arch, result=payload)
+        if payload.get("ok") is False:
+            errors = [line.strip() for line in str(payload.get("log") or payload.get("full_log") or "").splitlines()
+                      if "error" in line.lower()]
+            raise JobFailure("compile_error", "build-failed",
+                             f"CUDA extension {name!r} does not compile for {arch}: "
+                             f"{errors[0] if errors else 'nvcc failed (see the cuda-build finding)'}"[:400],
+                             detail=str(payload.get("log", ""))[-4000:])
         raise NotRunnableHere(f"CUDA extension {name!r}")
 
     original = ext.load_inline
@@ -121,6 +135,8 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
         launches.install_interpreter_autotune(recorder)
     if device.type != "cuda":
         _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"), out_dir)
+    else:
+        launches.install_extension_recorder(recorder)
     l2_limit_before = _persisting_l2_limit() if device.type == "cuda" else None
     init_inputs = tensors.load(shared / "init.pt")
     state = torch.load(shared / "state.pt", map_location="cpu", weights_only=True)
@@ -129,6 +145,8 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     # -- import and construct -----------------------------------------------------------------------------------
     try:
         module = import_from_path(spec["candidate"], CANDIDATE_MODULE)
+    except JobFailure:
+        raise
     except NotRunnableHere:
         raise JobFailure("unsupported", "no-gpu",
                          "CUDA C++ candidate: compiled for inspection, but it cannot run on a machine without a GPU "
@@ -206,13 +224,15 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
                 raise
             raise _failure(f"forward (trial {trial.index}, {trial.kind})", exc) from exc
         wall_s = time.perf_counter() - started
+        own_calls = recorder.own_calls()  # before the profiled call below launches more
         monitor.check_identities(f"after forward in trial {trial.index}")
         monitor.check_background(f"trial {trial.index}")
 
         outputs = tensors.flatten_outputs(result)
         types = [type(o).__module__ + "." + type(o).__qualname__ for o in outputs]
         tensor_outputs = [o for o in outputs if isinstance(o, torch.Tensor)]
-        first_copy = [o.detach().cpu() for o in tensor_outputs]
+        # A copy, also on the CPU (where .cpu() would return the same storage and no late write could show).
+        first_copy = [o.detach().to("cpu", copy=True) for o in tensor_outputs]
         tensors.save(first_copy, out_dir / f"out-{trial.index}.pt")
         after = [tensors.digest(v) for v in dev_tensors]
         mutated = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
@@ -228,8 +248,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
                 try:
                     events = launches.profile_cuda_kernels(lambda dev=dev: call(dev))
                     kernels_seen = launches.classify_device_kernels(
-                        events, list(recorder.counts) + list(spec.get("triton_kernels", [])),
-                        spec.get("cuda_kernels", []))
+                        events, recorder.launched, recorder.cuda_functions, recorder.cuda_namespaces)
                 except Exception as exc:
                     channel.send("note", code="profiler-unavailable",
                                  message=f"the torch profiler could not list kernels: {type(exc).__name__}: {exc}")
@@ -248,6 +267,8 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
             aliased_outputs=aliased,
             late_writes=late,
             triton_launches=dict(recorder.counts),
+            extension_calls=dict(recorder.extension_calls),
+            own_calls=own_calls,
             wall_s=wall_s,
         )
 
@@ -259,6 +280,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     # -- timing (GPU) -------------------------------------------------------------------------------------------
     timing = spec.get("timing") or {}
     if device.type == "cuda" and timing.get("enabled") and clock is not None:
+        channel.send("phase", name="timing")
         # Fresh device copies of the first random trials' inputs (trial 0's own buffers were rewritten in place).
         timed_trials = [t.index for t in plan if t.kind == trials.RANDOM][: int(timing.get("n_sets", 4))]
         sets = [tensors.to_device(tensors.load(shared / f"inputs-{i}.pt"), device) for i in timed_trials]
@@ -269,8 +291,17 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
             # ~25% to a 0.07 ms softmax and widened its IQR tenfold; persisting-L2 use is detected instead.
             reset()
         monitor.active = False
+        without_own = [0, 0]  # timed calls that launched no kernel of the candidate's own, all timed calls
+
+        def timed_call(i: int) -> Any:
+            before = recorder.own_calls()
+            result = call(sets[i])
+            without_own[0] += recorder.own_calls() == before
+            without_own[1] += 1
+            return result
+
         try:
-            m, last = measure(lambda i: call(sets[i]), len(sets), clock, device=device,
+            m, last = measure(timed_call, len(sets), clock, device=device,
                               min_reps=int(timing["min_reps"]), max_reps=int(timing["max_reps"]),
                               target_ms=float(timing["target_ms"]), warmup_ms=float(timing["warmup_ms"]))
         except BaseException as exc:
@@ -285,11 +316,15 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
             outs = [o for o in tensors.flatten_outputs(value) if isinstance(o, torch.Tensor)]
             tensors.save(outs, out_dir / f"timed-{timed_trials[set_index]}.pt")
         channel.send("timing", measurement=m.to_json(), side_stream=side_stream_suspected(m),
-                     timed_trials=[timed_trials[i] for i in sorted(last)])
+                     timed_trials=[timed_trials[i] for i in sorted(last)],
+                     calls_without_own_kernel=without_own[0], timed_calls=without_own[1])
         _check_persisting_l2(channel, l2_limit_before)
         _check_access_policy(channel)
 
     # -- instruction evidence -----------------------------------------------------------------------------------
+    # Every check is done: a compiler crash from here on (an LLVM abort) is the instruction summary's, not the
+    # candidate's.
+    channel.send("phase", name="instructions")
     _emit_cubins(channel, recorder, out_dir, device, spec.get("inspect_archs") or [])
 
 

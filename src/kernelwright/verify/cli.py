@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="arch(s) to compile the candidate's Triton kernels for, for the instruction summary "
                         "(comma-separated, e.g. sm_80,sm_90a; default: the GPU's own, or sm_90a without a GPU)")
     p.add_argument("--timeout", type=float, default=None, help="seconds allowed for each child process")
+    p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                   help="check at another value of one of the problem's module-level sizes (repeatable), e.g. "
+                        "--size batch_size=16 to make a large problem practical under the CPU interpreter")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +45,21 @@ def run(args: argparse.Namespace) -> int:
 
     if args.trials is not None and args.trials < 1:
         raise InputError("--trials must be a positive number (at least 5 random trials are always run)")
-    archs = tuple(a.strip() for a in args.arch.split(",") if a.strip()) if args.arch else None
+    if args.tolerance_factor is not None and args.tolerance_factor <= 0:
+        raise InputError(f"--tolerance-factor must be positive (got {args.tolerance_factor:g}); the default is 8")
+    if args.timeout is not None and args.timeout <= 0:
+        raise InputError(f"--timeout must be a positive number of seconds (got {args.timeout:g})")
+    archs = None
+    if args.arch:
+        from kernelwright.hardware.spec import arch_spec, canonical_arch
+
+        # An unknown arch is the caller's mistake (one line, exit 2), not something to discover by crashing the
+        # compiler inside the candidate's process.
+        archs = tuple(canonical_arch(a.strip()) for a in args.arch.split(",") if a.strip())
+        for arch in archs:
+            arch_spec(arch)  # raises InputError naming the known archs
+        if any(a.startswith("gfx") for a in archs):
+            raise InputError(f"--arch {args.arch}: the instruction summary covers NVIDIA archs (sm_70 to sm_120a)")
     options = VerifyOptions(
         device=args.device,
         seed=args.seed,
@@ -56,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         allow_reduced_precision=args.allow_reduced_precision,
         inspect_archs=archs,
         timeout_s=args.timeout,
+        size_overrides=_sizes(args.size),
     )
     verdict = verify(args.problem, args.candidate, options)
     if args.json:
@@ -63,3 +81,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(verdict))
     return 0 if verdict.passed else 1
+
+
+def _sizes(pairs: list[str]) -> dict[str, int]:
+    from kernelwright.errors import InputError
+
+    sizes: dict[str, int] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            sizes[name.strip()] = int(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip() or sizes.get(name.strip(), 0) < 1:
+            raise InputError(f"--size {pair}: expected NAME=POSITIVE_INTEGER, e.g. --size batch_size=16")
+    return sizes

@@ -7,6 +7,7 @@ candidates, on two trials, once per problem and tolerance; the answer is cached.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -45,9 +46,13 @@ def _decoys(native: list[torch.Tensor], ref64: list[torch.Tensor] | None,
 
 
 def degenerate_decoys(problem_sha256: str, refs: dict[int, dict[str, Any]], shared: Path, *, mode: str,
-                      factor: float, seed: int, allowed_unit_roundoff: float = 0.0) -> list[str]:
-    """Names of the decoys that pass (empty: the problem is not degenerate)."""
-    key = f"{problem_sha256[:32]}-{mode}-{factor:g}-{allowed_unit_roundoff:g}"
+                      factor: float, seed: int, allowed_unit_roundoff: float = 0.0,
+                      size_overrides: dict[str, int] | None = None) -> list[str]:
+    """Names of the decoys that pass (empty: the problem is not degenerate). Cached per problem, tolerance and
+    the sizes it was checked at."""
+    sizes = ",".join(f"{k}={v}" for k, v in sorted((size_overrides or {}).items()))
+    sizes_key = hashlib.sha256(sizes.encode()).hexdigest()[:12] if sizes else "as-written"
+    key = f"{problem_sha256[:32]}-{mode}-{factor:g}-{allowed_unit_roundoff:g}-{sizes_key}"
     cache = Path(config.cache_dir) / "decoys" / f"{key}.json"
     try:
         return list(json.loads(cache.read_text())["passing"])

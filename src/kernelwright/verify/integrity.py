@@ -34,8 +34,16 @@ WATCHED = (
     "torch.Tensor:__eq__", "torch.Tensor:data_ptr", "torch.Tensor:copy_",
     "threading:enumerate", "os:write", "json:dumps", "hashlib:blake2b",
     "kernelwright.verify.timing:measure", "kernelwright.verify.timing:Clock.capture",
-    "kernelwright.verify.tensors:save", "kernelwright.verify.tensors:digest",
+    "kernelwright.verify.tensors:save", "kernelwright.verify.tensors:digest", "kernelwright.verify.tensors:load",
+    "kernelwright.verify.tensors:flatten_outputs", "kernelwright.verify.tensors:describe",
+    "kernelwright.verify.tensors:overlaps", "kernelwright.verify.tensors:to_device",
     "kernelwright.verify.child:Channel.send",
+    # what lists the candidate's kernels and fills free memory with poison
+    "kernelwright.verify.launches:cpu_kernel_records", "kernelwright.verify.launches:classify_device_kernels",
+    "kernelwright.verify.launches:profile_cuda_kernels", "kernelwright.verify.launches:AtenRecorder",
+    "kernelwright.verify.launches:LaunchRecorder.own_calls", "kernelwright.verify.launches:LaunchRecorder.reset_counts",
+    "kernelwright.verify.poison:poison", "kernelwright.verify.poison:fill_uninitialized",
+    "kernelwright.verify.runtime:synchronize",
 )  # fmt: skip
 
 _FRAME_EVENTS = {"sys._getframe", "sys._getframemodulename", "gc.get_objects", "gc.get_referrers",
@@ -151,6 +159,11 @@ class IntegrityMonitor:
         ``currentframe``/``stack`` wrap ``sys._getframe``). Library code called by the candidate that inspects
         its caller (``namedtuple``, ``Enum``, ``typing``) does not count."""
         frame = sys._getframe(2)  # noqa: SLF001 - skip this method and the hook: the audited call's caller
+        # Code compiled from a string (exec/compile/eval: "<string>", any made-up name) is charged to the file that
+        # ran it.
+        while frame is not None and frame.f_code.co_filename.startswith("<") and not \
+                frame.f_code.co_filename.startswith("<frozen"):
+            frame = frame.f_back
         if frame is None:
             return False
         if self._is_candidate_file(frame.f_code.co_filename):

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,29 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def _not_inspectable() -> Iterator[None]:
+    """While untrusted code runs, this process is not dumpable: another process of the same (non-root) user can
+    then neither read its ``/proc/PID/environ`` — which still holds every variable the parent started with,
+    API keys included, whatever was removed from ``os.environ`` since — nor its memory, nor attach to it. (As
+    root this gives no protection; a separate user or container does.)"""
+    libc = None
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+    pr_get_dumpable, pr_set_dumpable = 3, 4
+    before = libc.prctl(pr_get_dumpable, 0, 0, 0, 0) if libc is not None else -1
+    if before > 0:
+        libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
+    try:
+        yield
+    finally:
+        if before > 0:
+            libc.prctl(pr_set_dumpable, before, 0, 0, 0)
+
+
 def run_child(
     job: str,
     spec: Mapping[str, Any],
@@ -197,7 +220,7 @@ def run_child(
     messages: list[dict[str, Any]] = []
     errors: list[str] = []
     start = time.monotonic()
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+    with _not_inspectable(), open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         try:
             proc = subprocess.Popen(
                 cmd,
@@ -221,6 +244,12 @@ def run_child(
             timed_out = True
             _kill_group(proc.pid)
             proc.wait()
+        except BaseException:
+            # Ctrl-C, SIGTERM (the CLI turns it into SystemExit) or any error here: the child's group must not
+            # outlive the parent (it runs in its own session, so the terminal's signal never reached it).
+            _kill_group(proc.pid)
+            proc.wait()
+            raise
         wall = time.monotonic() - start
         # Anything the child started and left behind keeps the pipe open and the group alive: end it.
         leftover = _group_alive(proc.pid)

@@ -6,7 +6,10 @@ Three views, joined into one list of :class:`KernelRecord`:
   ``InterpretedFunction.run`` (the interpreter) — on every machine; the first arguments of each kernel are kept so
   the kernel can be cross-compiled for instruction analysis;
 - on a GPU, every device kernel from the torch profiler (CUPTI), with its device time and stream, classified as the
-  candidate's own (a Triton kernel it launched, or a ``__global__`` function named in its source) or library;
+  candidate's own or library. Own means *launched by the candidate*: a Triton kernel the recorder saw launched (the
+  exact name), or a ``__global__`` function of CUDA source the candidate compiled through ``load_inline``/``load``
+  (its whole qualified name). A name merely written in the candidate's file proves nothing: a docstring holding
+  ``__global__ void native(`` must not turn ``at::native::…`` into the candidate's work;
 - on the CPU, the aten operators the candidate's forward called outside its Triton launches (the work a library
   would do on a GPU), from a dispatch mode.
 """
@@ -18,11 +21,13 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from kernelwright.export.runtime import install_interpreter_bf16_dot_fix  # noqa: F401 - re-exported
+from kernelwright.problem.files import global_functions
 
 # aten operators that allocate or re-describe memory without computing: not "library work".
 _FREE_ATEN = {
@@ -79,11 +84,20 @@ class LaunchRecorder:
         self.depth = 0
         self.trial_index = 0  # set by the candidate job: picks the autotune config under the interpreter
         self.autotune_configs: defaultdict[str, set[int]] = defaultdict(set)  # kernel -> config indices run
+        self.launched: set[str] = set()  # every Triton kernel launched so far (names, for the profiler's list)
+        self.extension_calls: Counter[str] = Counter()  # calls into the candidate's compiled CUDA extensions
+        self.cuda_functions: set[str] = set()  # __global__ functions of the CUDA sources the candidate compiled
+        self.cuda_namespaces: set[str] = set()  # namespaces those sources declare
+
+    def own_calls(self) -> int:
+        """Launches of the candidate's own code since the last reset: Triton kernels plus extension calls."""
+        return sum(self.counts.values()) + sum(self.extension_calls.values())
 
     def install(self) -> None:
         from triton.runtime import jit
 
         self._wrap(jit.JITFunction)
+        self._wrap_direct_launches()
         try:
             from triton.runtime import interpreter
         except ImportError:
@@ -108,6 +122,7 @@ class LaunchRecorder:
                 recorder.depth -= 1
                 recorder.host_s[name] += time.perf_counter() - start
             recorder.counts[name] += 1
+            recorder.launched.add(name)
             if name not in recorder.first:
                 recorder.first[name] = (fn, args, dict(kwargs))
             if result is not None and hasattr(result, "asm"):
@@ -117,9 +132,96 @@ class LaunchRecorder:
         run._kernelwright_wrapped = True  # type: ignore[attr-defined]
         cls.run = run
 
+    def _wrap_direct_launches(self) -> None:
+        """A compiled kernel launched directly (``kernel.warmup(...)`` then ``compiled[grid](...)``) bypasses
+        ``JITFunction.run``; every real launch asks the compiled kernel for its launch metadata, so count there the
+        launches made outside ``run``."""
+        try:
+            from triton.compiler.compiler import CompiledKernel
+        except ImportError:
+            return
+        original = getattr(CompiledKernel, "launch_metadata", None)
+        if original is None or getattr(original, "_kernelwright_wrapped", False):
+            return
+        recorder = self
+
+        def launch_metadata(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+            if recorder.depth == 0:
+                name = str(getattr(kernel, "name", "") or "")
+                recorder.counts[name] += 1
+                recorder.launched.add(name)
+            return original(kernel, *args, **kwargs)
+
+        launch_metadata._kernelwright_wrapped = True  # type: ignore[attr-defined]
+        CompiledKernel.launch_metadata = launch_metadata
+
+    def record_cuda_sources(self, sources: Iterable[str]) -> None:
+        for text in sources:
+            self.cuda_functions.update(global_functions(text))
+            self.cuda_namespaces.update(name or _ANONYMOUS for name in _NAMESPACE.findall(text))
+
     def reset_counts(self) -> None:
         self.counts.clear()
         self.host_s.clear()
+        self.extension_calls.clear()
+
+
+_NAMESPACE = re.compile(r"\bnamespace\s*(\w*)\s*\{")
+
+
+def install_extension_recorder(recorder: LaunchRecorder) -> None:
+    """Wrap ``torch.utils.cpp_extension.load_inline``/``load`` (GPU runs): remember the ``__global__`` functions of
+    the CUDA sources the candidate really compiled, and count calls into the module it gets back."""
+    import torch.utils.cpp_extension as ext
+
+    def counted(module: Any) -> Any:
+        for attr in dir(module):
+            fn = getattr(module, attr)
+            if attr.startswith("__") or not callable(fn) or isinstance(fn, type):
+                continue
+
+            def call(*args: Any, _fn: Any = fn, _name: str = attr, **kwargs: Any) -> Any:
+                recorder.extension_calls[_name] += 1
+                recorder.depth += 1
+                try:
+                    return _fn(*args, **kwargs)
+                finally:
+                    recorder.depth -= 1
+
+            try:
+                setattr(module, attr, call)
+            except (AttributeError, TypeError):
+                continue
+        return module
+
+    def sources_of(args: tuple[Any, ...], kwargs: dict[str, Any], inline: bool) -> list[str]:
+        if inline:
+            cuda = kwargs.get("cuda_sources", args[1] if len(args) > 1 else None)
+            cpp = kwargs.get("cpp_sources", args[0] if args else None)
+            texts = []
+            for part in (cuda, cpp):
+                texts += [part] if isinstance(part, str) else list(part or [])
+            return texts
+        paths = kwargs.get("sources", args[0] if args else [])
+        texts = []
+        for path in [paths] if isinstance(paths, str) else list(paths or []):
+            try:
+                texts.append(Path(path).read_text(errors="replace"))
+            except OSError:
+                continue
+        return texts
+
+    for attr, inline in (("load_inline", True), ("load", False)):
+        original = getattr(ext, attr, None)
+        if original is None or getattr(original, "_kernelwright_wrapped", False):
+            continue
+
+        def load(name: Any, *args: Any, _original: Any = original, _inline: bool = inline, **kwargs: Any) -> Any:
+            recorder.record_cuda_sources(sources_of(args, kwargs, _inline))
+            return counted(_original(name, *args, **kwargs))
+
+        load._kernelwright_wrapped = True  # type: ignore[attr-defined]
+        setattr(ext, attr, load)
 
 
 def install_interpreter_autotune(recorder: LaunchRecorder) -> bool:
@@ -202,25 +304,52 @@ def profile_cuda_kernels(call: Any) -> list[tuple[str, float, int]]:
     return found
 
 
-def _own(name: str, triton_names: Iterable[str], cuda_names: Iterable[str]) -> str | None:
-    for n in triton_names:
-        if name == n or name.startswith(n + "_") or re.search(rf"\b{re.escape(n)}\b", name):
-            return "triton"
-    for n in cuda_names:
-        if re.search(rf"\b{re.escape(n)}\b", name):
-            return "extension"
+_ANONYMOUS = "(anonymous namespace)"
+
+
+def qualified_name(demangled: str) -> tuple[str, ...]:
+    """The scope path of a profiler kernel name, without return type, template arguments or parameters:
+    ``void (anonymous namespace)::softmax_warp_forward<float, 10>(float*, …)`` gives
+    ``("(anonymous namespace)", "softmax_warp_forward")``; ``add_kernel(float*, int)`` gives ``("add_kernel",)``."""
+    text = demangled.replace(_ANONYMOUS, "\0")
+    depth, kept = 0, []
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            if ch == "(":
+                break
+            kept.append(ch)
+    words = "".join(kept).split()
+    if not words:
+        return ()
+    return tuple(part.replace("\0", _ANONYMOUS) for part in words[-1].split("::") if part)
+
+
+def _own(name: str, triton_names: set[str], cuda_functions: set[str], cuda_namespaces: set[str]) -> str | None:
+    # Triton names the device kernel after the jit function (older releases appended a specialisation suffix
+    # such as "_0d1d2de").
+    if name in triton_names or any(
+            name.startswith(n + "_") and re.fullmatch(r"[0-9cde]+", name[len(n) + 1:]) for n in triton_names):
+        return "triton"
+    path = qualified_name(name)
+    if path and path[-1] in cuda_functions and all(scope in cuda_namespaces for scope in path[:-1]):
+        return "extension"
     return None
 
 
 def classify_device_kernels(events: Sequence[tuple[str, float, int]], triton_names: Iterable[str],
-                            cuda_names: Iterable[str]) -> list[KernelRecord]:
-    triton_names, cuda_names = list(triton_names), list(cuda_names)
+                            cuda_functions: Iterable[str] = (), cuda_namespaces: Iterable[str] = ()) -> list[KernelRecord]:
+    """Group the profiler's kernels by name; own = launched by the candidate (see the module's docstring)."""
+    triton_set, functions, namespaces = set(triton_names), set(cuda_functions), set(cuda_namespaces)
     grouped: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for name, us, stream in events:
         grouped[name].append((us, stream))
     records = []
     for name, items in grouped.items():
-        source = _own(name, triton_names, cuda_names)
+        source = _own(name, triton_set, functions, namespaces)
         records.append(KernelRecord(
             name=name,
             origin="own" if source else "library",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kernelwright.records import Status
 from kernelwright.verify.records import Verdict
 
 _TIMING_ROWS = (("candidate", "candidate"), ("eager", "eager"), ("compile", "torch.compile"),
@@ -101,7 +102,9 @@ def render(verdict: Verdict) -> str:
             lines.append(f"{'':<12} {label:<22}{_fmt_ms(m['median_ms']):>10} {_fmt_ms(m['min_ms']):>9} "
                          f"{m['q3_ms'] - m['q1_ms']:>8.4f} {m['reps']:>6} {speedup:>8}")
     elif verdict.device.get("type") == "cpu":
-        lines.append(f"{'timing':<12} not measured (no GPU: correctness was checked under the Triton interpreter)")
+        how = ("its CUDA C++ was compiled for inspection, not run" if verdict.status is Status.UNSUPPORTED
+               else "correctness was checked under the Triton interpreter")
+        lines.append(f"{'timing':<12} not measured (no GPU: {how})")
 
     if verdict.roofline:
         r = verdict.roofline

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import secrets
 import shutil
@@ -44,6 +45,29 @@ INTEGRITY_CODES = frozenset({
 
 # Copies and fills: in nearly every program, so not evidence that a candidate re-runs the reference.
 _TRIVIAL_KERNEL = re.compile(r"memcpy|memset|fill|copy|zero|clone|contiguous", re.I)
+
+
+def _child_memory_limit() -> int:
+    """Bytes of address space a CPU child may take: a candidate that allocates without end gets an out-of-memory
+    verdict instead of taking the machine (and the parent) down with it."""
+    if config.child_memory_gb < 0:
+        return 0
+    if config.child_memory_gb > 0:
+        return int(config.child_memory_gb * (1 << 30))
+    try:
+        return int(0.75 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _uniform(tensor: Any) -> bool:
+    """Every element the same value (NaN counted equal to NaN)."""
+    flat = tensor.reshape(-1)
+    first = flat[:1]
+    same = flat == first
+    if flat.is_floating_point() or flat.is_complex():
+        same = same | (flat.isnan() & first.isnan())
+    return bool(same.all())
 
 # Warnings that undermine a pass (a performance warning does not).
 UNCLEAN_CODES = frozenset({"degenerate-problem"})
@@ -117,6 +141,11 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
     candidate_file = read_candidate(candidate)
     if opts.tolerance not in compare.MODES:
         raise ConfigError(f"tolerance {opts.tolerance!r} is not one of {', '.join(compare.MODES)}")
+    unknown = sorted(set(opts.size_overrides or {}) - set(problem_file.size_globals))
+    if unknown:
+        known = ", ".join(sorted(problem_file.size_globals)) or "none"
+        raise InputError(f"problem {problem_file.path.name} has no module-level size {unknown[0]!r} "
+                         f"(its sizes: {known})")
     device = resolve_device(opts.device)
     seed = opts.seed if opts.seed is not None else secrets.randbelow(2**31 - 1000)
     factor = float(opts.tolerance_factor or config.tolerance_factor)
@@ -187,7 +216,7 @@ class _Verification:
         return env
 
     def _run(self, job: str, spec: dict[str, Any], timeout: float | None = None) -> ChildRun:
-        memory = int(config.child_memory_gb * (1 << 30)) if self.device == "cpu" else 0
+        memory = _child_memory_limit() if self.device == "cpu" else 0  # an address-space limit breaks CUDA
         return run_child(job, spec, workdir=self.workdir, timeout_s=timeout or self.timeout,
                          env_extra=self.env, memory_limit_bytes=memory)
 
@@ -219,6 +248,12 @@ class _Verification:
                                f"work the timed stream did not see: {m['unexplained_ms_per_call']:.3f} ms per call "
                                f"beyond the measured {m['median_ms']:.3f} ms (another stream or a thread)",
                                unexplained_ms_per_call=m["unexplained_ms_per_call"], median_ms=m["median_ms"])
+            without_own = int(measurement.get("calls_without_own_kernel") or 0)
+            if without_own and not self.opts.allow_library_only:
+                self.judge.add("timed-call-mismatch",
+                               f"{without_own} of {measurement.get('timed_calls')} timed calls launched no kernel of "
+                               "the candidate's own: what was timed is not what was checked",
+                               calls_without_own_kernel=without_own)
             if judged:  # a candidate already wrong when checked says nothing new by being wrong when timed
                 self._judge_timed_outputs(measurement, refs)
         for finding in cand.events("finding"):
@@ -297,10 +332,10 @@ class _Verification:
             "out_dir": str(self.out),
             "allow_tf32": self.opts.allow_tf32,
             "expected_output_bytes": expected,
-            "profile_trial": random_indices[1] if len(random_indices) > 1 else (random_indices or [None])[0],
+            # Which call is profiled is drawn afresh (not from --seed): a candidate cannot know which call to
+            # behave on. Every trial's own launches are counted besides.
+            "profile_trial": secrets.choice(random_indices) if random_indices else None,
             "watch_paths": [str(self.problem.path), str(self.private)],
-            "triton_kernels": list(self.candidate.triton_kernels),
-            "cuda_kernels": list(self.candidate.cuda_kernels),
             "inspect_archs": archs,
             "arch": config.arch,
             "timing": {
@@ -327,7 +362,16 @@ class _Verification:
             self.judge.add("background-process", "the candidate left processes running after its job ended")
         error = run.last("error")
         started = run.events("trial_start")
+        phase = (run.last("phase") or {}).get("name")
         during = f" during trial {started[-1]['index']} ({started[-1]['kind']})" if started else ""
+        if phase == "timing":
+            during = " while being timed"
+        if phase == "instructions" and (error or not run.finished or run.timed_out):
+            what = error["message"] if error else run.describe_exit()
+            self.judge.add("instructions-unavailable",
+                           f"compiling the candidate's kernels for the instruction summary failed ({what}); every "
+                           "check had finished, so the verdict stands on them", Severity.WARNING)
+            return None
         if run.timed_out:
             # Not evidence of a special case even during a special trial: the job's one time limit covers every
             # trial, so a slow honest candidate (a CPU interpreter run) can run out of it on the last trial. A
@@ -367,6 +411,7 @@ class _Verification:
 
         random_ok = True
         by_index = {t.index: t for t in self.plan}
+        self.trials_without_own = [m["index"] for m in run.events("trial") if m.get("own_calls") == 0]
         for message in run.events("trial"):
             index = message["index"]
             trial = by_index[index]
@@ -461,7 +506,8 @@ class _Verification:
                 outputs = tensors.load(path)
             except Exception:
                 continue
-            key = "|".join(tensors.digest(o) for o in outputs if o.numel() > 16)
+            # Outputs holding one value throughout (never written: the poison, zeros) repeat without any cache.
+            key = "|".join(tensors.digest(o) for o in outputs if o.numel() > 16 and not _uniform(o))
             if not key:
                 continue
             if wrong and key in seen and answer(seen[key]) != answer(index):
@@ -497,9 +543,14 @@ class _Verification:
         self.kernels: list[dict[str, Any]] = list((run.last("kernels") or {}).get("kernels", []))
         if not self.kernels or run.last("error"):
             return
+        reference = [n for n in self.reference_kernels if not _TRIVIAL_KERNEL.search(n)]
+        for k in self.kernels:
+            if k["origin"] == "own" and k["name"] in self.reference_kernels:
+                # The very kernel (full signature) the reference's PyTorch ran: a same-named decoy compiled by
+                # the candidate does not make the library's work its own.
+                k.update(origin="library", source="cuda")
         own = [k for k in self.kernels if k["origin"] == "own"]
         library = {k["name"] for k in self.kernels if k["origin"] != "own"}
-        reference = [n for n in self.reference_kernels if not _TRIVIAL_KERNEL.search(n)]
         if own and reference and set(reference) <= library and not self.opts.allow_library_only:
             self.judge.add("no-own-kernel",
                            f"the candidate's library calls already run every kernel of the reference "
@@ -513,7 +564,12 @@ class _Verification:
             self.judge.add("no-own-kernel",
                            f"the candidate launched no kernel of its own, only library work ({names}); "
                            "pass --allow-library-only to accept that", library=[k["name"] for k in self.kernels])
-        elif total and own_time / total < 0.5:
+        elif getattr(self, "trials_without_own", None) and not self.opts.allow_library_only:
+            listed = ", ".join(map(str, self.trials_without_own[:6]))
+            self.judge.add("no-own-kernel",
+                           f"trial(s) {listed} launched no kernel of the candidate's own: on those calls the library "
+                           "did all the work (a fallback taken on some calls)", trials=self.trials_without_own)
+        if own and total and own_time / total < 0.5:
             self.judge.add("library-share",
                            f"library kernels take {100 * (1 - own_time / total):.0f}% of the candidate's device time",
                            Severity.NOTE, own_share=own_time / total)
@@ -655,7 +711,8 @@ class _Verification:
         from kernelwright.verify.decoys import degenerate_decoys
 
         found = degenerate_decoys(self.problem.sha256, refs, self.shared, mode=self.opts.tolerance,
-                                  factor=self.factor, seed=self.seed, allowed_unit_roundoff=self.allowed_roundoff)
+                                  factor=self.factor, seed=self.seed, allowed_unit_roundoff=self.allowed_roundoff,
+                                  size_overrides=dict(self.opts.size_overrides or {}))
         if found:
             self.judge.add("degenerate-problem",
                            f"a decoy ({', '.join(found)}) passes this problem's check: the problem cannot tell a "
