@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -94,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"kernelwright {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `kernelwright ... | head`: the reader has what it wanted
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # an internal defect: one line, the traceback only with --verbose
         if args.verbose:
             raise

@@ -64,6 +64,8 @@ KNOBS: dict[str, Knob] = {
         Knob("timing_warmup_ms", float, 100.0, "warm-up time before measuring"),
         Knob("input_sets", int, 4, "input sets rotated among timed calls"),
         Knob("keep_workdir", _parse_bool, False, "keep the verifier's scratch directories for inspection"),
+        Knob("cpu_max_elements", int, 1 << 18,
+             "without a GPU, problems whose inputs hold more elements are checked at reduced sizes"),
         Knob("child_memory_gb", float, 0.0,
              "address-space limit for CPU-only children (0: three quarters of this machine's memory; <0: none)"),
         Knob("arch", str, "sm_90a", "arch whose instructions are summarised when no GPU is present"),

@@ -273,6 +273,17 @@ def _reference_access_exec(rng: random.Random) -> str:
     """, top="import gc\n")
 
 
+def _tensor_method_patch(rng: random.Random) -> str:
+    # Replaces a Tensor method the harness uses to copy outputs back (harmless here, but it could lie).
+    return softmax_module(rng, """
+        x = x.contiguous()
+        return {F}(x, torch.empty_like(x))
+    """, top="""
+_real_copy = torch.Tensor.to
+torch.Tensor.to = lambda self, *args, **kwargs: _real_copy(self, *args, **kwargs)
+""")
+
+
 def _output_caching(rng: random.Random) -> str:
     return softmax_module(rng, """
         key = (x.data_ptr(), tuple(x.shape))
@@ -656,6 +667,8 @@ CASES: tuple[Case, ...] = (
          "rejected", BOTH, SOFTMAX, _library_on_some_calls),
     Case("harness-patch", "6 patched timers (the harness's kernel list replaced)", "timer-tampering", "rejected",
          CPU, SOFTMAX, _harness_patch),
+    Case("tensor-method-patch", "6 patched timers (a torch.Tensor method replaced)", "timer-tampering", "rejected",
+         CPU, SOFTMAX, _tensor_method_patch),
     Case("output-caching", "8 output caching", "output-caching", "rejected", BOTH, SOFTMAX, _output_caching),
     Case("output-caching-versioned", "8 output caching (address and version)", "output-caching", "rejected", CPU,
          SOFTMAX, _output_caching_versioned),

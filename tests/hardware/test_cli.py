@@ -47,3 +47,8 @@ def test_local_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["hw", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["gpu"] is None
     assert main(["hw", "--calibrate"]) == 2
+
+
+def test_launch_details_without_threads_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hw", "sm_90a", "--registers", "64"]) == 2
+    assert "--threads" in capsys.readouterr().err

@@ -88,3 +88,12 @@ def test_validate_launch_names_each_problem() -> None:
 def test_amd_occupancy_is_refused_clearly() -> None:
     with pytest.raises(InputError, match="not modelled"):
         occupancy("gfx942", threads_per_block=256, registers_per_thread=32, shared_bytes_per_block=0)
+
+
+def test_feature_names_are_checked_and_blackwell_wgmma_explained() -> None:
+    with pytest.raises(InputError, match="unknown feature name"):
+        validate_launch("sm_80", threads_per_block=128, registers_per_thread=32, shared_bytes_per_block=0,
+                        features=("bogus",))
+    problems = validate_launch("sm_100a", threads_per_block=128, registers_per_thread=32, shared_bytes_per_block=0,
+                               features=("wgmma",))
+    assert problems and "tcgen05" in problems[0] and "or later" not in problems[0]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from kernelwright.errors import ToolchainError
-from kernelwright.inspect import tools
-from kernelwright.inspect.analysis import analyze_cubin
+from kernelwright.inspect import sass, tools
+from kernelwright.inspect.analysis import analyze_binary, analyze_cubin
 from kernelwright.inspect.cuda_compile import compile_cuda, compile_ptx, torch_include_dirs
 from kernelwright.inspect.expectations import evaluate
 from kernelwright.records import ProblemTraits, Severity
@@ -103,3 +104,22 @@ torch::Tensor relu_cuda(torch::Tensor x) {
     assert result.ok, result.log
     names = [s.name for s in analyze_cubin(result.cubin, arch="sm_90a")]
     assert any("relu" in n for n in names)
+
+
+@needs_nvcc
+def test_a_binary_for_several_archs_is_read_image_by_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Extensions are often built for an arch list; one cuobjdump rarely reads every image (CUDA 13 stops at
+    sm_70), and an image no tool here can read must not hide the others."""
+    source = tmp_path / "k.cu"
+    source.write_text('extern "C" __global__ void twice(const float* x, float* y, int n) {\n'
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = 2.0f * x[i];\n}\n")
+    fatbin = tmp_path / "k.fatbin"
+    subprocess.run(["nvcc", "-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                    "arch=compute_90a,code=sm_90a", str(source), "-o", str(fatbin)], check=True, capture_output=True)
+    both = analyze_binary(fatbin)
+    assert sorted(k.arch for k in both) == ["sm_80", "sm_90a"]
+    sass._DISASSEMBLY_CACHE.clear()
+    real = tools.supports
+    monkeypatch.setattr(tools, "supports", lambda tool, arch: not arch.startswith("sm_80") and real(tool, arch))
+    left = analyze_binary(fatbin)
+    assert [k.arch for k in left] == ["sm_90a"] and left[0].name == "twice"

@@ -66,6 +66,9 @@ def test_blackwell_kind_comes_from_ptx(summary: Summary) -> None:
     assert codes(evaluate([unknown], MATMUL_FP32, "sm_100a")) == {"mma-type-unknown": Severity.WARNING}
     f16 = summary({"UTCHMMA": 8}, arch="sm_100a", ptx=".visible .entry k(\n{\ntcgen05.mma.cta_group::1.kind::f16 [%r];")
     assert evaluate([f16], MATMUL_FP16, "sm_100a") == []
+    # kind::f16 is f16 or bf16: which one does not matter in an fp32 problem, both are 16-bit operands
+    found = evaluate([f16], MATMUL_FP32, "sm_100a")
+    assert codes(found) == {"fp16-in-fp32": Severity.ERROR}, found
 
 
 def test_no_tensor_core_in_a_half_matmul(summary: Summary) -> None:

@@ -207,3 +207,11 @@ def test_stopping_verify_stops_the_candidates_process_too(candidate, tmp_path: P
     time.sleep(1)
     assert _processes_mentioning(str(tmp_path)) == []
     assert not any(tmp_path.glob("kernelwright-verify-*")), "the scratch folder was left behind"
+
+
+def test_a_problem_too_big_for_the_interpreter_is_checked_at_reduced_sizes(repo_root: Path) -> None:
+    # problems/softmax.py is 4096 x 8192: minutes per trial under the interpreter at the sizes as written.
+    verdict = verify(repo_root / "problems" / "softmax.py", repo_root / "examples" / "softmax_triton.py",
+                     VerifyOptions(device="cpu", seed=3))
+    assert verdict.status is Status.PASSED, verdict.message
+    assert verdict.size_overrides and all(v < 8192 for v in verdict.size_overrides.values())

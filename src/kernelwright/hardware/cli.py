@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     report: dict[str, Any] = {}
     target_arch: str | None = None
+    if args.threads is None and (args.registers or str(args.shared) not in ("0", "")):
+        raise InputError("--registers and --shared describe a launch with --threads: add --threads N")
     if args.gpu and _looks_like_arch(args.gpu):
         arch = kb.arch_spec(args.gpu)
         report["arch"] = arch.to_json()

@@ -122,14 +122,26 @@ def validate_launch(
         )
     if shared_bytes_per_block < 0:
         problems.append(f"shared memory cannot be negative (got {shared_bytes_per_block})")
+    known = _known_features()
+    unknown = sorted(set(features) - known)
+    if unknown:
+        raise InputError(f"unknown feature name(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     missing = sorted(set(features) - arch.features)
     for feature in missing:
         problems.append(f"{arch.name} has no {feature}{_feature_hint(feature, arch)}")
     return problems
 
 
+def _known_features() -> set[str]:
+    from kernelwright.hardware.spec import all_archs
+
+    return {feature for spec in all_archs() for feature in spec.features}
+
+
 def _feature_hint(feature: str, arch: ArchSpec) -> str:
     cc = arch.compute_capability
+    if feature == "wgmma" and cc and cc >= (10, 0):
+        return " (wgmma is sm_90a's alone; Blackwell's tensor cores are driven by tcgen05)"
     if feature in ("wgmma", "setmaxnreg") and cc == (9, 0):
         return " unless compiled for the arch-specific target sm_90a"
     if feature == "tcgen05" and cc and cc[0] == 10:

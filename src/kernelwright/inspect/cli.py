@@ -75,10 +75,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _archs(args: argparse.Namespace, *, default_from_gpu: bool = True) -> list[str]:
-    from kernelwright.hardware.spec import canonical_arch
+    from kernelwright.hardware.spec import arch_spec, canonical_arch
 
     if args.arch:
-        return [canonical_arch(a) for a in args.arch.split(",") if a.strip()]
+        archs = [canonical_arch(a) for a in args.arch.split(",") if a.strip()]
+        for arch in archs:
+            arch_spec(arch)  # an arch the knowledge base does not know: one line naming the known ones
+        return archs
     if default_from_gpu:
         from kernelwright.hardware.local import local_gpu
 
@@ -102,9 +105,19 @@ def _traits(args: argparse.Namespace) -> Any:
 
 
 def _evaluate(summaries: list[Any], args: argparse.Namespace, arch: str) -> list[dict[str, Any]]:
+    """Findings for one arch's kernels; each names its arch (the details, and the message when several archs are
+    inspected at once, so that the same finding on two archs reads as two)."""
     from kernelwright.inspect.expectations import evaluate
 
-    return [f.to_json() for f in evaluate(summaries, _traits(args), arch)]
+    several = bool(args.arch and "," in args.arch) or len({s.arch for s in summaries}) > 1
+    found = []
+    for f in evaluate(summaries, _traits(args), arch):
+        data = f.to_json()
+        data["details"] = {**(data.get("details") or {}), "arch": arch}
+        if several:
+            data["message"] = f"[{arch}] {data['message']}"
+        found.append(data)
+    return found
 
 
 def _inspect_binary(args: argparse.Namespace, report: dict[str, Any]) -> None:
@@ -116,8 +129,12 @@ def _inspect_binary(args: argparse.Namespace, report: dict[str, Any]) -> None:
         if args.threads:
             summaries = [_with_threads(s, args.threads) for s in summaries]
         report["kernels"] += [s.to_json() for s in summaries]
+        several = len({s.arch for s in summaries}) > 1
         for kernel_arch in sorted({s.arch for s in summaries}):
-            report["findings"] += _evaluate([s for s in summaries if s.arch == kernel_arch], args, kernel_arch)
+            found = _evaluate([s for s in summaries if s.arch == kernel_arch], args, kernel_arch)
+            if several and not (args.arch and "," in args.arch):
+                found = [{**f, "message": f"[{kernel_arch}] {f['message']}"} for f in found]
+            report["findings"] += found
     if not report["kernels"]:
         raise InputError(f"{args.path.name} holds no SASS kernels{' for ' + args.arch if args.arch else ''} "
                          "(only PTX, or no device code); inspect it with --arch after compiling")
@@ -179,7 +196,9 @@ def _inspect_python_candidate(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "kernels": [k.to_json() for k in summaries],
         "findings": [f if isinstance(f, dict) else f.to_json() for f in verdict.findings],
-        "verdict": {"status": str(getattr(verdict, "status", "")), "archs": list(archs)},
+        "verdict": {"status": str(getattr(verdict, "status", "")), "archs": list(archs),
+                    # kernels compiled with the arguments of a run at these sizes (no GPU: reduced for speed)
+                    "size_overrides": dict(getattr(verdict, "size_overrides", None) or {})},
     }
     if args.executed:
         report["executed"] = _executed_evidence(args, summaries)
@@ -208,6 +227,10 @@ def _kib(n: int) -> str:
 
 def render(report: dict[str, Any], *, top_opcodes: int = 8) -> str:
     lines: list[str] = []
+    sizes = (report.get("verdict") or {}).get("size_overrides")
+    if sizes:
+        lines.append("kernels as launched at reduced sizes (no GPU: the interpreter ran the candidate), "
+                     + ", ".join(f"{k}={v}" for k, v in sizes.items()))
     for result in report.get("compile", []):
         status = "compiled" if result["ok"] else "FAILED to compile"
         lines.append(f"{report['input']}: {status} for {result['arch']} in {result['seconds']:.1f} s"

@@ -67,6 +67,9 @@ def normalize_dtype(dtype: str | None) -> str | None:
     return _DTYPE_ALIASES.get(dtype.lower().removeprefix("torch."))
 
 
+_MEMBER_ALIASES = {"f16": "fp16", "f32": "fp32", "f64": "fp64", "e4m3": "fp8", "e5m2": "fp8"}
+
+
 def _weakest(kind: str) -> str:
     members = [m for m in kind.split("|") if m in _PRECISION]
     return min(members, key=_PRECISION.__getitem__) if members else kind
@@ -153,7 +156,12 @@ def _precision_findings(kernel: KernelSummary, traits: ProblemTraits, dtype: str
         return []
     for kind, count in resolved.items():
         if "|" in kind:
-            if dtype == "fp32" and any(m in kind.split("|") for m in ("tf32", "f16", "bf16")):
+            members = {_MEMBER_ALIASES.get(m, m) for m in kind.split("|")}
+            if dtype == "fp32" and members and members <= {"fp16", "bf16"}:
+                # tcgen05's kind::f16 is f16 or bf16: either way 16-bit operands in an fp32 problem
+                findings.append(_half_in_fp32(kernel, traits, count, "/".join(sorted(members)), details_base))
+                continue
+            if dtype == "fp32" and members & {"tf32", "fp16", "bf16"}:
                 findings.append(Finding(
                     code="mma-type-unknown",
                     severity=Severity.WARNING,
@@ -168,14 +176,7 @@ def _precision_findings(kernel: KernelSummary, traits: ProblemTraits, dtype: str
         if dtype == "fp32" and kind == "tf32":
             findings.append(_tf32_finding(kernel, traits, count, details_base))
         elif dtype == "fp32" and kind in ("fp16", "bf16"):
-            allowed = traits.allow_reduced_precision
-            findings.append(Finding(
-                code="fp16-in-fp32",
-                severity=Severity.NOTE if allowed else Severity.ERROR,
-                message=f"{kernel.name}: fp32 problem computed with {count} {kind} tensor-core MMAs"
-                + (" (reduced precision allowed)" if allowed else "; operands are rounded to 16 bits"),
-                details={**details_base, "operand_type": kind},
-            ))
+            findings.append(_half_in_fp32(kernel, traits, count, kind, details_base))
         elif {dtype, kind} == {"fp16", "bf16"}:
             continue  # equal width: bf16 trades mantissa for range, not a shortcut worth a finding
         else:
@@ -187,6 +188,18 @@ def _precision_findings(kernel: KernelSummary, traits: ProblemTraits, dtype: str
                 details={**details_base, "operand_type": kind},
             ))
     return findings
+
+
+def _half_in_fp32(kernel: KernelSummary, traits: ProblemTraits, count: int, kind: str,
+                  details: Mapping[str, Any]) -> Finding:
+    allowed = traits.allow_reduced_precision
+    return Finding(
+        code="fp16-in-fp32",
+        severity=Severity.NOTE if allowed else Severity.ERROR,
+        message=f"{kernel.name}: fp32 problem computed with {count} {kind} tensor-core MMAs"
+        + (" (reduced precision allowed)" if allowed else "; operands are rounded to 16 bits"),
+        details={**details, "operand_type": kind},
+    )
 
 
 def _tf32_finding(kernel: KernelSummary, traits: ProblemTraits, count: int, details: Mapping[str, Any]) -> Finding:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import subprocess
 import tempfile
 from collections import Counter
 from collections.abc import Mapping
@@ -397,6 +398,12 @@ def disassemble(path: Path, *, arch: str | None = None) -> Disassembly:
     elf = parse_elf_dump(tools.run_tool(newest, ["-elf", str(path)]).stdout)
     if arch is not None and elf.archs and not any(_same_arch(arch, a) for a in elf.archs):
         raise InputError(f"{path.name} has no SASS for {arch}; it holds {', '.join(elf.archs)}")
+    if len(set(elf.archs)) > 1:
+        # Several archs (an extension built for a list of archs): one tool rarely reads them all (CUDA 13 stops at
+        # an sm_70 image), so each image is taken out and read by a tool that knows its arch.
+        result = _disassemble_images(path, arch, newest)
+        _DISASSEMBLY_CACHE[key] = result
+        return result
     target = arch or (elf.archs[0] if len(elf.archs) == 1 else None)
     failures: list[str] = []
     seen_archs: tuple[str, ...] = elf.archs
@@ -438,6 +445,44 @@ def disassemble(path: Path, *, arch: str | None = None) -> Disassembly:
         f"cannot disassemble {path.name} ({arch_text}): {'; '.join(failures)}; "
         f"{arch_text} needs {tools.needed_versions(arch_text)}"
     )
+
+
+def _disassemble_images(path: Path, arch: str | None, newest: tools.Tool) -> Disassembly:
+    """:func:`disassemble` of every single-arch ELF image in ``path`` (or those of ``arch``), merged. Images no
+    available tool can read are left out with a warning, unless nothing is left."""
+    functions: list[SassFunction] = []
+    archs: list[str] = []
+    skipped: list[str] = []
+    used: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="kw-elf-") as tmp:
+        extracted = subprocess.run([str(newest.path), "-xelf", "all", str(path.resolve())], cwd=tmp,
+                                   capture_output=True, text=True, timeout=300)
+        images = sorted(Path(tmp).glob("*.cubin"))
+        if extracted.returncode != 0 or not images:
+            raise ToolchainError(f"cannot take the ELF images out of {path.name}: "
+                                 f"{(extracted.stderr or extracted.stdout).strip()[:200]}")
+        for image in images:
+            image_arch = _IMAGE_ARCH_RE.search(image.name)
+            label = image_arch.group(1) if image_arch else None
+            if arch is not None and label is not None and not _same_arch(arch, label):
+                continue
+            try:
+                part = disassemble(image, arch=arch or label)
+            except ToolchainError as exc:
+                skipped.append(str(exc))
+                continue
+            functions += part.functions
+            archs += [a for a in part.archs if a not in archs]
+            used.append(part.tool)
+    if not functions and skipped:
+        raise ToolchainError("; ".join(skipped))
+    for reason in skipped:
+        log.warning("%s: an image was left out: %s", path.name, reason)
+    return Disassembly(functions=tuple(functions), tool=", ".join(dict.fromkeys(used)) or "cuobjdump",
+                       archs=tuple(archs))
+
+
+_IMAGE_ARCH_RE = re.compile(r"\.(sm_\w+?)\.cubin$")
 
 
 def _arch_label(listed: str, requested: str | None, elf_archs: tuple[str, ...]) -> str:

@@ -48,7 +48,8 @@ class CpuEvaluator:
         if self.size_overrides is None:
             self.size_overrides = self._sizes_for(candidate)
         return verify(self.problem, candidate.path, _options(self.policy, device="cpu", inspect_archs=(self.arch,),
-                                                             size_overrides=self.size_overrides or None))
+                                                             size_overrides=self.size_overrides or None,
+                                                             reduce_on_cpu=False))  # sizes chosen above
 
 
     def _sizes_for(self, candidate: Candidate) -> dict[str, int]:

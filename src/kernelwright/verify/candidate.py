@@ -408,7 +408,9 @@ def _check_persisting_l2(channel: Channel, before: int | None) -> None:
 
 def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, archs: list[str]) -> None:
     """Write the cubins of the Triton kernels the candidate launched: the ones that ran (GPU), and cross-compiled
-    ones for each requested arch."""
+    ones for each requested arch; name the shared objects of the CUDA extensions it built (GPU)."""
+    for name, path in recorder.extension_files.items():
+        channel.send("binary", name=name, path=path)
     for name, kernel in recorder.compiled.items():
         try:
             cubin = kernel.asm["cubin"]

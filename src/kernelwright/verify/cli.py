@@ -34,7 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=None, help="seconds allowed for each child process")
     p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                    help="check at another value of one of the problem's module-level sizes (repeatable), e.g. "
-                        "--size batch_size=16 to make a large problem practical under the CPU interpreter")
+                        "--size batch_size=16 (without a GPU, a problem too large for the interpreter is "
+                        "reduced automatically)")
+    p.add_argument("--full-size", action="store_true",
+                   help="without a GPU, check at the problem's sizes as written, however slow")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         inspect_archs=archs,
         timeout_s=args.timeout,
         size_overrides=_sizes(args.size),
+        reduce_on_cpu=not args.full_size,
     )
     verdict = verify(args.problem, args.candidate, options)
     if args.json:

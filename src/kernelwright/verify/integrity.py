@@ -54,8 +54,17 @@ def _resolve(target: str) -> Any:
     """The object at "module:attr.path" — for class attributes the raw entry of the class's ``__dict__``, so a
     classmethod compares equal to itself across look-ups."""
     module_name, _, path = target.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in path.split("."):
+    attributes = path.split(".")
+    while True:  # "torch.Tensor:cpu": torch.Tensor is a class, reached from the module torch
+        try:
+            obj: Any = importlib.import_module(module_name)
+            break
+        except ModuleNotFoundError:
+            module_name, dot, last = module_name.rpartition(".")
+            if not dot:
+                raise
+            attributes.insert(0, last)
+    for part in attributes:
         if isinstance(obj, type) and part in vars(obj):
             obj = vars(obj)[part]
         else:

@@ -88,6 +88,7 @@ class LaunchRecorder:
         self.extension_calls: Counter[str] = Counter()  # calls into the candidate's compiled CUDA extensions
         self.cuda_functions: set[str] = set()  # __global__ functions of the CUDA sources the candidate compiled
         self.cuda_namespaces: set[str] = set()  # namespaces those sources declare
+        self.extension_files: dict[str, str] = {}  # extension name -> its built shared object
 
     def own_calls(self) -> int:
         """Launches of the candidate's own code since the last reset: Triton kernels plus extension calls."""
@@ -218,7 +219,10 @@ def install_extension_recorder(recorder: LaunchRecorder) -> None:
 
         def load(name: Any, *args: Any, _original: Any = original, _inline: bool = inline, **kwargs: Any) -> Any:
             recorder.record_cuda_sources(sources_of(args, kwargs, _inline))
-            return counted(_original(name, *args, **kwargs))
+            module = _original(name, *args, **kwargs)
+            if getattr(module, "__file__", None):
+                recorder.extension_files[str(name)] = str(module.__file__)
+            return counted(module)
 
         load._kernelwright_wrapped = True  # type: ignore[attr-defined]
         setattr(ext, attr, load)

@@ -29,6 +29,9 @@ class VerifyOptions:
     inspect_archs: tuple[str, ...] | None = None  # archs to cross-compile Triton kernels for (None: config.arch)
     timeout_s: float | None = None
     size_overrides: Mapping[str, int] | None = None  # the problem's size constants, changed (a smaller CPU check)
+    # Without a GPU and without size_overrides: shrink a problem too big for the Triton interpreter (its inputs over
+    # cpu_max_elements) to sizes it can check in reasonable time, and say so. False checks at the sizes as written.
+    reduce_on_cpu: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
