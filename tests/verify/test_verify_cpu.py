@@ -99,6 +99,7 @@ def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut(run) -
         ("softmax_kernel_typo.py", Status.COMPILE_ERROR, "kernel-error", "exxp"),
         ("softmax_inline_asm.py", Status.UNSUPPORTED, "interpreter-unsupported", "interpreter"),
         ("softmax_alias.py", Status.PASSED, None, "correct on every trial"),
+        ("softmax_in_a_list.py", Status.INCORRECT, "output-structure", "returns a list where the problem returns a tensor"),
     ],
 )
 def test_failing_candidates_get_the_right_verdict(run, name: str, status: Status, code: str | None,

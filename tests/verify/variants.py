@@ -46,6 +46,8 @@ VARIANTS: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
                       [("    x = x - tl.max(x, axis=0)", "    x = (x - tl.max(x, axis=0)).to(tl.float16).to(tl.float32)"),
                        ("    y = e / tl.sum(e, axis=0)", "    y = (e / tl.sum(e, axis=0)).to(tl.float16).to(tl.float32)")]),
     "syntax": ("Does not parse.", "", [("def forward(self, x):", "def forward(self, x)")]),
+    "in_a_list": ("Returns its one output inside a list, where the problem returns a tensor.", "",
+                  [(LAUNCH, LAUNCH.replace("return y", "return [y]"))]),
     "alias": ("Binds ModelNew to its class by assignment, as KernelBench allows.", "",
               [("class ModelNew(nn.Module):", "class _Softmax(nn.Module):")]),
     "kernel_typo": ("Calls a tl function that does not exist (a compile error on a GPU).", "",

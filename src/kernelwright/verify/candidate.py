@@ -263,6 +263,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
             kind=trial.kind,
             output_types=types,
             outputs=[tensors.describe(o) for o in tensor_outputs],
+            container=tensors.container_of(result),
             mutated_inputs=mutated,
             aliased_outputs=aliased,
             late_writes=late,

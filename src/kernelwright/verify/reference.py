@@ -53,10 +53,17 @@ def make_init_inputs(module: Any, seed: int) -> list[Any]:
     return list(values) if isinstance(values, (list, tuple)) else [values]
 
 
+class _Outputs(list):
+    """A forward's flat outputs, remembering the container they came in."""
+
+    container = "tensor"
+
+
 def _run(model: torch.nn.Module, inputs: list[Any], device: torch.device) -> list[torch.Tensor]:
     with torch.no_grad():
         result = model(*tensors.to_device(inputs, device))
-    outputs = tensors.flatten_outputs(result)
+    outputs = _Outputs(tensors.flatten_outputs(result))
+    outputs.container = tensors.container_of(result)
     for i, out in enumerate(outputs):
         if not isinstance(out, torch.Tensor):
             raise JobFailure("problem_error", "problem-error",
@@ -274,6 +281,7 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
             note=note,
             inputs=[tensors.describe(v) if isinstance(v, torch.Tensor) else repr(v) for v in inputs],
             outputs=[tensors.describe(o) for o in native],
+            container=getattr(native, "container", None),
             finite=_all_finite(native),
             fp64=ref64 is not None,
             n_tensor_inputs=len(device_inputs),

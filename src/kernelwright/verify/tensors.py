@@ -17,6 +17,16 @@ def flatten_outputs(value: Any) -> list[Any]:
     return [value]
 
 
+def container_of(value: Any) -> str:
+    """What a forward's result is at the top: ``"tensor"``, ``"tuple"`` or ``"list"`` (a caller indexing the
+    result, or passing it on as a tensor, depends on it)."""
+    if isinstance(value, tuple):
+        return "tuple"
+    if isinstance(value, list):
+        return "list"
+    return "tensor" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
 def to_device(values: Sequence[Any], device: torch.device | str) -> list[Any]:
     """Copy tensors to ``device`` as new allocations (also when already there); other values pass through."""
     return [v.to(device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]

@@ -60,6 +60,11 @@ def _child_memory_limit() -> int:
         return 0
 
 
+def _shape_of_result(container: str | None) -> str | None:
+    """A tuple and a list are used alike (indexed, unpacked); a tensor is not a sequence of outputs."""
+    return "sequence" if container in ("tuple", "list") else container
+
+
 def _uniform(tensor: Any) -> bool:
     """Every element the same value (NaN counted equal to NaN)."""
     flat = tensor.reshape(-1)
@@ -445,6 +450,13 @@ class _Verification:
                 got = []
                 problems.append(f"its outputs could not be read back safely ({type(exc).__name__})")
             problems += compare.structure_problems(got, expected, self.device) if not problems else []
+            if not problems:
+                # One tensor and a one-element tuple/list flatten alike; a caller of the op does not see them alike.
+                source_trial = ref_trials.get(trial.source if trial.kind == trials.REPOISON else index, {})
+                want, have = _shape_of_result(source_trial.get("container")), _shape_of_result(message.get("container"))
+                if want and have and want != have:
+                    problems.append(f"forward returns a {message['container']} where the problem returns a "
+                                    f"{source_trial['container']}")
             if message.get("mutated_inputs") and not semantics.get("mutates_inputs"):
                 self.judge.add("input-mutation",
                                f"forward changed its input(s) {message['mutated_inputs']} in place (trial {index})",
