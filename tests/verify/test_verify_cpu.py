@@ -216,3 +216,12 @@ def test_a_problem_too_big_for_the_interpreter_is_checked_at_reduced_sizes(repo_
                      VerifyOptions(device="cpu", seed=3))
     assert verdict.status is Status.PASSED, verdict.message
     assert verdict.size_overrides and all(v < 8192 for v in verdict.size_overrides.values())
+
+
+def test_kernelbench_tolerance_calls_imprecision_at_other_magnitudes_incorrect_not_a_cheat(run) -> None:
+    # 0.1% off passes KernelBench's atol=1e-4 on randn inputs (outputs ~1/300) but not on inputs scaled x64 (outputs
+    # near 1): that is imprecision the fixed tolerance lets through, not evidence of a shortcut.
+    verdict = run("softmax_off_by_a_little.py", tolerance="kernelbench")
+    assert verdict.status is Status.INCORRECT, verdict.message
+    assert "distribution-shortcut" in codes(verdict)
+    assert "not necessarily a shortcut" in verdict.message

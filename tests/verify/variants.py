@@ -48,6 +48,8 @@ VARIANTS: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
     "syntax": ("Does not parse.", "", [("def forward(self, x):", "def forward(self, x)")]),
     "in_a_list": ("Returns its one output inside a list, where the problem returns a tensor.", "",
                   [(LAUNCH, LAUNCH.replace("return y", "return [y]"))]),
+    "off_by_a_little": ("Returns the softmax times 1.001: imprecise, not a shortcut.", "",
+                        [(LAUNCH, LAUNCH.replace("return y", "return y * 1.001"))]),
     "alias": ("Binds ModelNew to its class by assignment, as KernelBench allows.", "",
               [("class ModelNew(nn.Module):", "class _Softmax(nn.Module):")]),
     "kernel_typo": ("Calls a tl function that does not exist (a compile error on a GPU).", "",
