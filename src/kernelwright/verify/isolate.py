@@ -103,7 +103,9 @@ class ChildRun:
             }.get(self.signal_name, self.signal_name)
             return f"died from {hint}"
         if not self.finished:
-            return f"exited with status {self.returncode} before finishing (sys.exit / os._exit in the candidate?)"
+            whose = {"candidate": "the candidate", "reference": "the problem", "baseline": "the problem"}.get(
+                self.job, "the code it ran")
+            return f"exited with status {self.returncode} before finishing (sys.exit / os._exit in {whose}?)"
         return f"exited with status {self.returncode}"
 
 
