@@ -87,6 +87,7 @@ def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut(run) -
     [
         ("softmax_segfault.py", Status.CRASHED, None, "segmentation fault"),
         ("softmax_os_exit.py", Status.CRASHED, None, "before finishing"),
+        ("softmax_forged_report.py", Status.CRASHED, None, "without reporting trial"),
         ("softmax_sys_exit.py", Status.RUNTIME_ERROR, "exit-called", "sys.exit(3)"),
         ("softmax_raises.py", Status.RUNTIME_ERROR, "exception", "kernel not ready for this shape"),
         ("softmax_ctor_raises.py", Status.RUNTIME_ERROR, "exception", "ModelNew(*get_init_inputs())"),
@@ -225,3 +226,18 @@ def test_kernelbench_tolerance_calls_imprecision_at_other_magnitudes_incorrect_n
     assert verdict.status is Status.INCORRECT, verdict.message
     assert "distribution-shortcut" in codes(verdict)
     assert "not necessarily a shortcut" in verdict.message
+
+
+@pytest.mark.parametrize(("broken", "status"), [(True, Status.COMPILE_ERROR), (False, Status.UNSUPPORTED)])
+def test_a_cuda_extension_built_in_init_gets_the_same_verdicts(tmp_path: Path, broken: bool, status: Status) -> None:
+    source = (HERE / "candidates" / "vector_add_cuda_plain.py").read_text()
+    source = source.replace('ext = load_inline("kw_add_plain"', 'build = lambda: load_inline("kw_add_plain"')
+    source = source.replace("    def forward(self, a, b):\n        return ext.add_plain(",
+                            "    def __init__(self):\n        super().__init__()\n        self.ext = build()\n\n"
+                            "    def forward(self, a, b):\n        return self.ext.add_plain(")
+    if broken:
+        source = source.replace("out[i] = a[i] + b[i];", "out[i] = a[i] + undefined_symbol;")
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text(source)
+    verdict = verify(HERE / "problems" / "vector_add.py", lazy, VerifyOptions(device="cpu", seed=7))
+    assert verdict.status is status, verdict.message

@@ -107,6 +107,21 @@ def _hook_cuda_builds_without_gpu(channel: Channel, arch: str, out_dir: Path) ->
     ext.load_inline = compile_only
 
 
+def _not_runnable_here() -> JobFailure:
+    return JobFailure("unsupported", "no-gpu",
+                      "CUDA C++ candidate: compiled for inspection, but it cannot run on a machine without a GPU "
+                      "(use --device cuda on a GPU machine)")
+
+
+def _raise_job_outcome(exc: BaseException) -> None:
+    """Exceptions that already are the job's outcome, wherever the candidate triggered them (a CUDA extension
+    built lazily in __init__ or forward): pass them on as they are."""
+    if isinstance(exc, (SystemExit, JobFailure)):
+        raise exc
+    if isinstance(exc, NotRunnableHere):
+        raise _not_runnable_here() from None
+
+
 def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     runtime.quiet_warnings()
     import torch
@@ -148,9 +163,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     except JobFailure:
         raise
     except NotRunnableHere:
-        raise JobFailure("unsupported", "no-gpu",
-                         "CUDA C++ candidate: compiled for inspection, but it cannot run on a machine without a GPU "
-                         "(use --device cuda on a GPU machine)") from None
+        raise _not_runnable_here() from None
     except BaseException as exc:
         if isinstance(exc, SystemExit):
             raise
@@ -165,8 +178,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     try:
         model = model_cls(*init_inputs)
     except BaseException as exc:
-        if isinstance(exc, (SystemExit, NotRunnableHere)):
-            raise
+        _raise_job_outcome(exc)
         raise _failure(f"ModelNew(*get_init_inputs()) with {len(init_inputs)} argument(s)", exc) from exc
     if isinstance(model, torch.nn.Module):
         model = model.to(device)
@@ -184,6 +196,14 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     buffers: dict[int, list[Any]] = {}
     profile_index = spec.get("profile_trial")
     kernels_seen: list[launches.KernelRecord] = []
+    profiling = device.type == "cuda"
+    # Triton kernels the candidate's file defines count as its own by exact name even when launched by a path the
+    # recorder does not see (Inductor's launcher inside a torch.compile'd forward).
+    declared_triton = set(spec.get("triton_kernels", []))
+
+    def classify(found: list[tuple[str, float, int]]) -> list[launches.KernelRecord]:
+        return launches.classify_device_kernels(found, recorder.launched | declared_triton,
+                                                recorder.cuda_functions, recorder.cuda_namespaces)
 
     def call(inputs: list[Any]) -> Any:
         with torch.no_grad():
@@ -210,18 +230,34 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
         recorder.reset_counts()
         recorder.trial_index = trial.index
         aten = launches.AtenRecorder(recorder) if device.type == "cpu" and trial.index == profile_index else None
+        events: list[tuple[str, float, int]] | None = None
         started = time.perf_counter()
         try:
             with poison.fill_uninitialized(trial.poison):
                 if aten is not None:
                     with aten:
                         result = call(dev)
+                elif profiling:
+                    # On a GPU every checked call runs under the profiler: which kernels ran is device evidence,
+                    # call by call (a candidate cannot behave on the one call that is listed).
+                    held: dict[str, Any] = {}
+                    try:
+                        events = launches.profile_cuda_kernels(
+                            lambda dev=dev, held=held: held.__setitem__("r", call(dev)))
+                        result = held["r"]
+                    except Exception as exc:
+                        if "r" in held or not _profiler_failure(exc):
+                            raise
+                        profiling = False
+                        channel.send("note", code="profiler-unavailable",
+                                     message=f"the torch profiler could not list kernels: {type(exc).__name__}: "
+                                             f"{exc}")
+                        result = call(dev)
                 else:
                     result = call(dev)
             runtime.synchronize(device)
         except BaseException as exc:
-            if isinstance(exc, SystemExit):
-                raise
+            _raise_job_outcome(exc)
             raise _failure(f"forward (trial {trial.index}, {trial.kind})", exc) from exc
         wall_s = time.perf_counter() - started
         own_calls = recorder.own_calls()  # before the profiled call below launches more
@@ -243,16 +279,11 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
                 if tensors.digest(o) != tensors.digest(first_copy[j])]
         monitor.check_background(f"trial {trial.index}, {LATE_WRITE_WAIT_S * 1e3:.0f} ms after forward")
 
+        trial_kernels = classify(events) if events is not None else None
         if trial.index == profile_index:
             if device.type == "cuda":
-                try:
-                    events = launches.profile_cuda_kernels(lambda dev=dev: call(dev))
-                    kernels_seen = launches.classify_device_kernels(
-                        events, recorder.launched, recorder.cuda_functions, recorder.cuda_namespaces)
-                except Exception as exc:
-                    channel.send("note", code="profiler-unavailable",
-                                 message=f"the torch profiler could not list kernels: {type(exc).__name__}: {exc}")
-                    kernels_seen = launches.cpu_kernel_records(recorder, launches.Counter())
+                kernels_seen = trial_kernels if trial_kernels is not None else launches.cpu_kernel_records(
+                    recorder, launches.Counter())
             else:
                 kernels_seen = launches.cpu_kernel_records(recorder, aten.ops if aten else launches.Counter())
             channel.send("kernels", kernels=[k.to_json() for k in kernels_seen],
@@ -270,6 +301,10 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
             triton_launches=dict(recorder.counts),
             extension_calls=dict(recorder.extension_calls),
             own_calls=own_calls,
+            # GPU: the device kernels this call ran that are the candidate's own (None: not profiled)
+            own_device_kernels=None if trial_kernels is None else [k.name for k in trial_kernels
+                                                                    if k.origin == "own"],
+            device_kernels=None if trial_kernels is None else len(trial_kernels),
             wall_s=wall_s,
         )
 
@@ -327,6 +362,12 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     # candidate's.
     channel.send("phase", name="instructions")
     _emit_cubins(channel, recorder, out_dir, device, spec.get("inspect_archs") or [])
+
+
+def _profiler_failure(exc: BaseException) -> bool:
+    """The profiler itself failed (CUPTI unavailable), as opposed to the candidate's forward raising inside it."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return any(word in text for word in ("cupti", "kineto", "profiler"))
 
 
 def _cudart() -> Any:

@@ -15,6 +15,7 @@ describing it; nothing the child does raises here.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -168,6 +169,36 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+# Process groups of children running now, from any thread: a verify running in a worker thread (the search's
+# evaluator) never sees the main thread's KeyboardInterrupt, so whoever stops the process ends them here.
+_LIVE_GROUPS: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+_STOPPING = threading.Event()  # set when the process is being stopped: no new child starts
+
+
+def kill_running_children(*, stopping: bool = False) -> int:
+    """End every child process group still running (Ctrl-C, SIGTERM, exit); the number ended. With ``stopping``,
+    children asked for from now on are refused (a worker thread's verify must not start its next step)."""
+    if stopping:
+        _STOPPING.set()
+    with _LIVE_LOCK:
+        groups = list(_LIVE_GROUPS)
+        _LIVE_GROUPS.clear()
+    for pgid in groups:
+        _kill_group(pgid)
+    return len(groups)
+
+
+atexit.register(kill_running_children)
+
+
+_DUMPABLE_LOCK = threading.Lock()
+_UNDUMPABLE_USERS = 0
+_DUMPABLE_BEFORE = -1
+
+
 @contextlib.contextmanager
 def _not_inspectable() -> Iterator[None]:
     """While untrusted code runs, this process is not dumpable: another process of the same (non-root) user can
@@ -180,15 +211,24 @@ def _not_inspectable() -> Iterator[None]:
             import ctypes
 
             libc = ctypes.CDLL(None, use_errno=True)
+    if libc is None:
+        yield
+        return
     pr_get_dumpable, pr_set_dumpable = 3, 4
-    before = libc.prctl(pr_get_dumpable, 0, 0, 0, 0) if libc is not None else -1
-    if before > 0:
-        libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
+    global _UNDUMPABLE_USERS, _DUMPABLE_BEFORE
+    with _DUMPABLE_LOCK:  # process-wide: the first child in sets it, the last one out restores it
+        if _UNDUMPABLE_USERS == 0:
+            _DUMPABLE_BEFORE = libc.prctl(pr_get_dumpable, 0, 0, 0, 0)
+            if _DUMPABLE_BEFORE > 0:
+                libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
+        _UNDUMPABLE_USERS += 1
     try:
         yield
     finally:
-        if before > 0:
-            libc.prctl(pr_set_dumpable, before, 0, 0, 0)
+        with _DUMPABLE_LOCK:
+            _UNDUMPABLE_USERS -= 1
+            if _UNDUMPABLE_USERS == 0 and _DUMPABLE_BEFORE > 0:
+                libc.prctl(pr_set_dumpable, _DUMPABLE_BEFORE, 0, 0, 0)
 
 
 def run_child(
@@ -201,6 +241,8 @@ def run_child(
     memory_limit_bytes: int = 0,
 ) -> ChildRun:
     """Run ``kernelwright.verify.child JOB`` with ``spec`` in a fresh process and collect what it reports."""
+    if _STOPPING.is_set():
+        raise KeyboardInterrupt("kernelwright is stopping: no new child process")
     workdir.mkdir(parents=True, exist_ok=True)
     scratch = workdir / f"{job}-cwd"
     scratch.mkdir(exist_ok=True)
@@ -237,6 +279,8 @@ def run_child(
             )
         finally:
             os.close(write_fd)
+        with _LIVE_LOCK:
+            _LIVE_GROUPS.add(proc.pid)
         reader = threading.Thread(target=_read_channel, args=(read_fd, messages, errors), daemon=True)
         reader.start()
         timed_out = False
@@ -247,16 +291,20 @@ def run_child(
             _kill_group(proc.pid)
             proc.wait()
         except BaseException:
-            # Ctrl-C, SIGTERM (the CLI turns it into SystemExit) or any error here: the child's group must not
-            # outlive the parent (it runs in its own session, so the terminal's signal never reached it).
+            # Ctrl-C, SIGTERM (the CLI turns it into KeyboardInterrupt) or any error here: the child's group must
+            # not outlive the parent (it runs in its own session, so the terminal's signal never reached it).
             _kill_group(proc.pid)
             proc.wait()
+            with _LIVE_LOCK:
+                _LIVE_GROUPS.discard(proc.pid)
             raise
         wall = time.monotonic() - start
         # Anything the child started and left behind keeps the pipe open and the group alive: end it.
         leftover = _group_alive(proc.pid)
         if leftover:
             _kill_group(proc.pid)
+        with _LIVE_LOCK:
+            _LIVE_GROUPS.discard(proc.pid)
         reader.join(timeout=10)
 
     rc = proc.returncode

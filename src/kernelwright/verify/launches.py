@@ -16,6 +16,7 @@ Three views, joined into one list of :class:`KernelRecord`:
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections import Counter, defaultdict
@@ -89,6 +90,7 @@ class LaunchRecorder:
         self.cuda_functions: set[str] = set()  # __global__ functions of the CUDA sources the candidate compiled
         self.cuda_namespaces: set[str] = set()  # namespaces those sources declare
         self.extension_files: dict[str, str] = {}  # extension name -> its built shared object
+        self.library_triton: Counter[str] = Counter()  # Triton kernels of installed libraries, launched
 
     def own_calls(self) -> int:
         """Launches of the candidate's own code since the last reset: Triton kernels plus extension calls."""
@@ -115,6 +117,14 @@ class LaunchRecorder:
             if warmup:
                 return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
             name = _jit_name(fn)
+            if _installed_code(fn):
+                # A Triton kernel of an installed library (Liger, torch's own Triton ops): library work.
+                recorder.library_triton[name] += 1
+                recorder.depth += 1
+                try:
+                    return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
+                finally:
+                    recorder.depth -= 1
             recorder.depth += 1
             start = time.perf_counter()
             try:
@@ -149,8 +159,11 @@ class LaunchRecorder:
         def launch_metadata(kernel: Any, *args: Any, **kwargs: Any) -> Any:
             if recorder.depth == 0:
                 name = str(getattr(kernel, "name", "") or "")
-                recorder.counts[name] += 1
-                recorder.launched.add(name)
+                if _installed_code(getattr(getattr(kernel, "src", None), "fn", None)):
+                    recorder.library_triton[name] += 1
+                else:
+                    recorder.counts[name] += 1
+                    recorder.launched.add(name)
             return original(kernel, *args, **kwargs)
 
         launch_metadata._kernelwright_wrapped = True  # type: ignore[attr-defined]
@@ -159,15 +172,44 @@ class LaunchRecorder:
     def record_cuda_sources(self, sources: Iterable[str]) -> None:
         for text in sources:
             self.cuda_functions.update(global_functions(text))
-            self.cuda_namespaces.update(name or _ANONYMOUS for name in _NAMESPACE.findall(text))
+            for declared in _NAMESPACE.findall(text):  # "namespace kw::ops {" declares kw and ops
+                if declared:
+                    self.cuda_namespaces.update(part.strip() for part in declared.split("::"))
+                else:
+                    self.cuda_namespaces.add(_ANONYMOUS)
 
     def reset_counts(self) -> None:
         self.counts.clear()
         self.host_s.clear()
         self.extension_calls.clear()
+        self.library_triton.clear()
 
 
-_NAMESPACE = re.compile(r"\bnamespace\s*(\w*)\s*\{")
+_NAMESPACE = re.compile(r"\bnamespace\s*((?:\w+(?:\s*::\s*\w+)*)?)\s*\{")
+
+
+def _installed_roots() -> tuple[str, ...]:
+    import site
+    import sysconfig
+
+    roots = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    return tuple(sorted(os.path.realpath(r) + os.sep for r in roots if r))
+
+
+def _installed_code(fn: Any) -> bool:
+    """Whether a jit function's Python source lives in an installed package (site-packages, the standard library)
+    rather than in the candidate's own files."""
+    inner = getattr(fn, "fn", fn)
+    filename = getattr(getattr(inner, "__code__", None), "co_filename", None)
+    if not filename:
+        return False
+    path = os.path.realpath(filename)
+    return path.startswith(_INSTALLED_ROOTS) or f"{os.sep}site-packages{os.sep}" in path \
+        or f"{os.sep}dist-packages{os.sep}" in path
+
+
+_INSTALLED_ROOTS = _installed_roots()
 
 
 def install_extension_recorder(recorder: LaunchRecorder) -> None:
@@ -178,7 +220,8 @@ def install_extension_recorder(recorder: LaunchRecorder) -> None:
     def counted(module: Any) -> Any:
         for attr in dir(module):
             fn = getattr(module, attr)
-            if attr.startswith("__") or not callable(fn) or isinstance(fn, type):
+            if attr.startswith("__") or not callable(fn) or isinstance(fn, type) or getattr(
+                    fn, "_kernelwright_counted", False):
                 continue
 
             def call(*args: Any, _fn: Any = fn, _name: str = attr, **kwargs: Any) -> Any:
@@ -189,6 +232,7 @@ def install_extension_recorder(recorder: LaunchRecorder) -> None:
                 finally:
                     recorder.depth -= 1
 
+            call._kernelwright_counted = True  # type: ignore[attr-defined]
             try:
                 setattr(module, attr, call)
             except (AttributeError, TypeError):
@@ -369,6 +413,10 @@ def cpu_kernel_records(recorder: LaunchRecorder, aten: Counter[str]) -> list[Ker
     records = [
         KernelRecord(name=name, origin="own", source="triton", launches=count, device_time_us=None)
         for name, count in recorder.counts.most_common()
+    ]
+    records += [
+        KernelRecord(name=name, origin="library", source="triton", launches=count, device_time_us=None)
+        for name, count in recorder.library_triton.most_common()
     ]
     records += [
         KernelRecord(name=name, origin="library", source="aten", launches=count, device_time_us=None)

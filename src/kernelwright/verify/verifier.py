@@ -60,6 +60,19 @@ def _child_memory_limit() -> int:
         return 0
 
 
+def _trials_without_own(messages: list[dict[str, Any]]) -> list[int]:
+    """Checked calls that ran no kernel of the candidate's own. On a GPU every checked call is profiled: the
+    device kernels decide. On the CPU the launches seen from Python decide, and only when some call showed one
+    (an accounting that sees none anywhere says nothing about single calls; the kernel list then decides)."""
+    profiled = [m for m in messages if m.get("own_device_kernels") is not None]
+    if profiled:
+        return [m["index"] for m in profiled if not m["own_device_kernels"]]
+    counted = [m for m in messages if "own_calls" in m]
+    if not any(m["own_calls"] > 0 for m in counted):
+        return []
+    return [m["index"] for m in counted if m["own_calls"] == 0]
+
+
 def _shape_of_result(container: str | None) -> str | None:
     """A tuple and a list are used alike (indexed, unpacked); a tensor is not a sequence of outputs."""
     return "sequence" if container in ("tuple", "list") else container
@@ -271,7 +284,10 @@ class _Verification:
                                f"beyond the measured {m['median_ms']:.3f} ms (another stream or a thread)",
                                unexplained_ms_per_call=m["unexplained_ms_per_call"], median_ms=m["median_ms"])
             without_own = int(measurement.get("calls_without_own_kernel") or 0)
-            if without_own and not self.opts.allow_library_only and not self.judge.has("no-own-kernel"):
+            # Only where every checked call's own launches were visible from Python: a candidate whose kernels run
+            # from a replayed CUDA graph or a compiled region shows none on any call, checked or timed.
+            visible = all(m.get("own_calls", 0) > 0 for m in cand.events("trial"))
+            if without_own and visible and not self.opts.allow_library_only and not self.judge.has("no-own-kernel"):
                 self.judge.add("timed-call-mismatch",
                                f"{without_own} of {measurement.get('timed_calls')} timed calls launched no kernel of "
                                "the candidate's own: what was timed is not what was checked",
@@ -362,6 +378,7 @@ class _Verification:
             "watch_paths": [str(self.problem.path), str(self.private)],
             "inspect_archs": archs,
             "arch": config.arch,
+            "triton_kernels": list(self.candidate.triton_kernels),
             "timing": {
                 "enabled": self.device == "cuda" and self.opts.timing,
                 "n_sets": min(int(config.input_sets), len(random_indices)) or 1,
@@ -376,7 +393,19 @@ class _Verification:
                 reason = ref_trials.get(t.index, {}).get("skipped") or "its source trial was skipped"
                 self.judge.outcomes[t.index] = TrialOutcome(index=t.index, kind=t.kind, seed=t.seed,
                                                             status="skipped", note=reason)
+        self.expected_trials = [t.index for t in runnable]
+        self.expects_timing = bool(spec["timing"]["enabled"])
         return self._run("candidate", spec)
+
+    def _unreported(self, run: ChildRun) -> list[str]:
+        """What the candidate's job should have reported and did not. Messages come from the child, which the
+        candidate can write to as well: a forged "done" or phase message proves nothing, the trials' own reports
+        do."""
+        reported = {m["index"] for m in run.events("trial")}
+        missing = [f"trial {i}" for i in getattr(self, "expected_trials", []) if i not in reported]
+        if getattr(self, "expects_timing", False) and not run.events("timing"):
+            missing.append("timing")
+        return missing
 
     def _child_failure(self, run: ChildRun) -> tuple[Status, str] | None:
         """The candidate's run ended early: the status and a one-line message, or None."""
@@ -390,7 +419,8 @@ class _Verification:
         during = f" during trial {started[-1]['index']} ({started[-1]['kind']})" if started else ""
         if phase == "timing":
             during = " while being timed"
-        if phase == "instructions" and (error or not run.finished or run.timed_out):
+        missing = self._unreported(run)
+        if phase == "instructions" and not missing and (error or not run.finished or run.timed_out):
             what = error["message"] if error else run.describe_exit()
             self.judge.add("instructions-unavailable",
                            f"compiling the candidate's kernels for the instruction summary failed ({what}); every "
@@ -409,6 +439,10 @@ class _Verification:
         if not run.finished:
             return self._special_trial_failure(run, started) or (
                 Status.CRASHED, f"the candidate's process {run.describe_exit()}{during}")
+        if missing or run.returncode != 0:
+            # "done" was said, yet the work it stands for is not all there (or the process did not exit cleanly)
+            return Status.CRASHED, (f"the candidate's process {run.describe_exit()} without reporting "
+                                    f"{', '.join(missing[:4]) or 'a clean exit'}{during}")
         return None
 
     def _special_trial_failure(self, run: ChildRun, started: list[dict[str, Any]]) -> tuple[Status, str] | None:
@@ -435,7 +469,7 @@ class _Verification:
 
         random_ok = True
         by_index = {t.index: t for t in self.plan}
-        self.trials_without_own = [m["index"] for m in run.events("trial") if m.get("own_calls") == 0]
+        self.trials_without_own = _trials_without_own(run.events("trial"))
         for message in run.events("trial"):
             index = message["index"]
             trial = by_index[index]
