@@ -328,6 +328,16 @@ def compute_capability_of(arch: str) -> tuple[int, int]:
     return int(digits[:-1]), int(digits[-1])
 
 
+def known_archs(text: str) -> list[str]:
+    """A comma-separated ``--arch`` value as canonical names, each one the knowledge base knows (InputError naming
+    the known archs otherwise): an unknown arch is the caller's mistake, said in one line before anything is
+    compiled."""
+    archs = [canonical_arch(a) for a in text.split(",") if a.strip()]
+    for arch in archs:
+        arch_spec(arch)
+    return archs
+
+
 def arch_spec(arch: str) -> ArchSpec:
     """Limits and features of ``arch``. An arch not in the table (``sm_87``) falls back to the nearest lower one of
     the same major version, with the features of that one; a family-specific ``sm_100f`` uses ``sm_100a``."""

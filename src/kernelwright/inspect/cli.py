@@ -75,13 +75,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _archs(args: argparse.Namespace, *, default_from_gpu: bool = True) -> list[str]:
-    from kernelwright.hardware.spec import arch_spec, canonical_arch
+    from kernelwright.hardware.spec import canonical_arch, known_archs
 
     if args.arch:
-        archs = [canonical_arch(a) for a in args.arch.split(",") if a.strip()]
-        for arch in archs:
-            arch_spec(arch)  # an arch the knowledge base does not know: one line naming the known ones
-        return archs
+        return known_archs(args.arch)
     if default_from_gpu:
         from kernelwright.hardware.local import local_gpu
 

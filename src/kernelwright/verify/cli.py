@@ -54,13 +54,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--timeout must be a positive number of seconds (got {args.timeout:g})")
     archs = None
     if args.arch:
-        from kernelwright.hardware.spec import arch_spec, canonical_arch
+        from kernelwright.hardware.spec import known_archs
 
-        # An unknown arch is the caller's mistake (one line, exit 2), not something to discover by crashing the
-        # compiler inside the candidate's process.
-        archs = tuple(canonical_arch(a.strip()) for a in args.arch.split(",") if a.strip())
-        for arch in archs:
-            arch_spec(arch)  # raises InputError naming the known archs
+        # checked here, not discovered by crashing the compiler inside the candidate's process
+        archs = tuple(known_archs(args.arch))
         if any(a.startswith("gfx") for a in archs):
             raise InputError(f"--arch {args.arch}: the instruction summary covers NVIDIA archs (sm_70 to sm_120a)")
     options = VerifyOptions(
