@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The suite benchmark on the GPU machine, in one device call that stops itself before the call's limit:
+#   bash scripts/gpu_suite.sh SECONDS [suite.py run options...]
+# Results accumulate in .gpu-results/suite.json (git-ignored; carry it with the call, copy the returned file back
+# here afterwards), so several short calls build one table; the rows and the runs' best.py / report.md files come
+# back in $OUT.
+set -u
+cd "$(dirname "$0")/.."
+limit=${1:?seconds}; shift
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
+out="${OUT:-/tmp/gpu-suite-out}"
+mkdir -p "$out" .gpu-results
+[ -f .gpu-results/suite.json ] && cp .gpu-results/suite.json "$out/suite.json"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+start=$SECONDS
+timeout --signal=INT --kill-after=20 "$limit" python3 benchmarks/suite.py run --results "$out/suite.json" \
+  --out /tmp/suite-runs --skip-done "$@" 2>&1 | tee "$out/suite.log" | grep -E '^\{|Error|error' | cut -c1-400
+echo "== suite: $((SECONDS - start)) s =="
+tar czf "$out/suite-runs.tgz" -C /tmp suite-runs --exclude='*.so' --exclude='__pycache__' 2>/dev/null
+python3 benchmarks/suite.py table --results "$out/suite.json"
