@@ -51,6 +51,7 @@ def _row(problem: Path, budget: float, out_root: Path) -> dict:
         "uncovered": result.plan.describe()[-1] if result.plan.uncovered else "",
         "status": str(verdict.status) if verdict else (best.status if best else "none"),
         "eager_ms": median("eager"),
+        "compile_default_ms": median("compile"),
         "compile_ms": median("compile_max_autotune") or median("compile"),
         "kernelwright_ms": median("candidate"),
         "percent_of_floor": verdict.percent_of_floor if verdict else None,
@@ -64,49 +65,90 @@ def _row(problem: Path, budget: float, out_root: Path) -> dict:
     }
 
 
+def _claim(claims: Path | None, name: str) -> bool:
+    """Whether this worker takes ``name`` (parallel workers share one queue: the first to create its claim file)."""
+    if claims is None:
+        return True
+    try:
+        (claims / name).open("x").close()
+        return True
+    except FileExistsError:
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     results_path = Path(args.results)
-    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    results = _load(results_path)
     names = [n for n in args.problems.split(",") if n] if args.problems else sorted(
         p.stem for p in (ROOT / "problems").glob("*.py"))
     if args.skip_done:
         names = [n for n in names if n not in results or "error" in results[n]]
-    if args.gpus > 1:
-        return _run_on_gpus(args, names, results_path, results)
+    if args.jobs > 1 or args.gpus > 1:
+        return _run_parallel(args, names, results_path)
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    claims = Path(args.claims) if args.claims else None
     for name in names:
+        if not _claim(claims, name):
+            continue
         row = _row(ROOT / "problems" / f"{name}.py", args.budget, Path(args.out))
-        row.update(device=device, date=time.strftime("%Y-%m-%d"))
+        row.update(device=device, date=time.strftime("%Y-%m-%d"), jobs=args.jobs_total)
         results[name] = row
         results_path.write_text(json.dumps(results, indent=1))
         print(json.dumps(row), flush=True)
     return 0
 
 
-def _run_on_gpus(args: argparse.Namespace, names: list[str], results_path: Path, results: dict) -> int:
-    """One worker process per GPU (``CUDA_VISIBLE_DEVICES``), problems dealt round-robin; each GPU times only its
-    own problems, so nothing shares a device while it is timed. The workers' rows are merged at the end (and as
-    each worker finishes), so a run cut short keeps what finished."""
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _parts(results_path: Path) -> list[Path]:
+    return sorted(results_path.parent.glob(f"{results_path.stem}.part*{results_path.suffix}"))
+
+
+def merge(results_path: Path) -> dict:
+    """Fold the parallel workers' part files into the results file (also after a run cut short)."""
+    results = _load(results_path)
+    for part in _parts(results_path):
+        results.update(_load(part))
+    results_path.write_text(json.dumps(results, indent=1))
+    for part in _parts(results_path):
+        part.unlink()
+    return results
+
+
+def _run_parallel(args: argparse.Namespace, names: list[str], results_path: Path) -> int:
+    """``--jobs`` workers per GPU over ``--gpus`` GPUs, taking problems from one queue (claim files).
+
+    Workers that share a GPU share it through ``KERNELWRIGHT_GPU_LOCK`` (hardware/gpu_lock.py): their device work
+    overlaps, but every measurement — candidate, baselines, tuning, calibration — has the device to itself. Each
+    worker writes its rows to a part file as they finish; they are merged here at the end (or by ``merge`` after a
+    run cut short)."""
     import os
     import subprocess
+    import tempfile
 
+    scratch = Path(tempfile.mkdtemp(prefix="kw-suite-"))
+    claims = scratch / "claims"
+    claims.mkdir()
     procs = []
     for gpu in range(args.gpus):
-        mine = names[gpu::args.gpus]
-        if not mine:
-            continue
-        part = results_path.with_name(f"{results_path.stem}.gpu{gpu}{results_path.suffix}")
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
-        cmd = [sys.executable, __file__, "run", "--problems", ",".join(mine), "--budget", str(args.budget),
-               "--results", str(part), "--out", str(Path(args.out) / f"gpu{gpu}")]
-        procs.append((subprocess.Popen(cmd, env=env), part))
-    for proc, part in procs:
-        proc.wait()
-        if part.exists():
-            results.update(json.loads(part.read_text()))
-            results_path.write_text(json.dumps(results, indent=1))
+        for slot in range(args.jobs):
+            part = results_path.with_name(f"{results_path.stem}.part{gpu}-{slot}{results_path.suffix}")
+            env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+            if args.jobs > 1:
+                env["KERNELWRIGHT_GPU_LOCK"] = str(scratch / f"gpu{gpu}.lock")
+            cmd = [sys.executable, __file__, "run", "--problems", ",".join(names), "--budget", str(args.budget),
+                   "--results", str(part), "--out", str(Path(args.out)), "--claims", str(claims),
+                   "--jobs-total", str(args.jobs * args.gpus)]
+            procs.append(subprocess.Popen(cmd, env=env))
+    try:
+        for proc in procs:
+            proc.wait()
+    finally:
+        merge(results_path)
     return 0
 
 
@@ -116,24 +158,27 @@ def _fmt(value: float | None, spec: str = ".4f") -> str:
 
 def table(args: argparse.Namespace) -> int:
     results = json.loads(Path(args.results).read_text())
-    print("| problem | families | eager ms | compile ms | kernelwright ms | vs eager | vs compile | % floor "
-          "| tensor cores | verdict |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| problem | families | eager ms | compile ms | max-autotune ms | kernelwright ms | vs eager "
+          "| vs compile | vs max-autotune | % floor | tensor cores | verdict | row s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for name in sorted(results):
         r = results[name]
         if "error" in r:
-            print(f"| {name} | — | | | | | | | | {r['error'][:80]} |")
+            print(f"| {name} | — | | | | | | | | | | {r['error'][:80]} | {r.get('wall_s', 0):.0f} |")
             continue
         k, e, c = r.get("kernelwright_ms"), r.get("eager_ms"), r.get("compile_ms")
+        d = r.get("compile_default_ms")
         vs_e = e / k if e and k else None
         vs_c = c / k if c and k else None
+        vs_d = d / k if d and k else None
         if vs_c:
             ratios.append(vs_c)
-        print(f"| {name} | {'+'.join(r.get('families', []))} | {_fmt(e)} | {_fmt(c)} | {_fmt(k)} | "
-              f"{_fmt(vs_e, '.2f')}x | {_fmt(vs_c, '.2f')}x | {_fmt(r.get('percent_of_floor'), '.0f')} | "
+        print(f"| {name} | {'+'.join(r.get('families', []))} | {_fmt(e)} | {_fmt(d)} | {_fmt(c)} | {_fmt(k)} | "
+              f"{_fmt(vs_e, '.2f')}x | {_fmt(vs_d, '.2f')}x | {_fmt(vs_c, '.2f')}x | "
+              f"{_fmt(r.get('percent_of_floor'), '.0f')} | "
               f"{', '.join(r.get('tensor_core', [])) or '-'} | {r.get('status')} "
-              f"{('(' + r['why'][:100] + ')') if r.get('why') else ''}|")
+              f"{('(' + r['why'][:100] + ')') if r.get('why') else ''}| {r.get('wall_s', 0):.0f} |")
     if ratios:
         geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"\nGeometric mean speedup over torch.compile (max-autotune-no-cudagraphs): {geomean:.2f}x "
@@ -153,9 +198,18 @@ def main() -> int:
     p_run.add_argument("--out", default="runs/suite")
     p_run.add_argument("--gpus", type=int, default=1, help="problems spread over this many GPUs, one process each")
     p_run.add_argument("--skip-done", action="store_true", help="leave out problems already in --results")
+    p_run.add_argument("--jobs", type=int, default=1,
+                       help="problems verified side by side per GPU (measurements still have the GPU to themselves)")
+    p_run.add_argument("--claims", default="", help=argparse.SUPPRESS)
+    p_run.add_argument("--jobs-total", type=int, default=1, help=argparse.SUPPRESS)
+    p_merge = sub.add_parser("merge", help="fold a cut parallel run's part files into --results")
+    p_merge.add_argument("--results", default="suite-results.json")
     p_table = sub.add_parser("table")
     p_table.add_argument("--results", default="suite-results.json")
     args = parser.parse_args()
+    if args.command == "merge":
+        merge(Path(args.results))
+        return 0
     return run(args) if args.command == "run" else table(args)
 
 

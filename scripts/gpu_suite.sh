@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The suite benchmark on the GPU machine, in one device call that stops itself before the call's limit:
-#   bash scripts/gpu_suite.sh SECONDS [suite.py run options...]
+#   bash scripts/gpu_suite.sh SECONDS [suite.py run options...]     e.g. 520 --budget 30s --jobs 4
 # Results accumulate in .gpu-results/suite.json (git-ignored; carry it with the call, copy the returned file back
 # here afterwards), so several short calls build one table; the rows and the runs' best.py / report.md files come
 # back in $OUT.
@@ -17,5 +17,6 @@ start=$SECONDS
 timeout --signal=INT --kill-after=20 "$limit" python3 benchmarks/suite.py run --results "$out/suite.json" \
   --out /tmp/suite-runs --skip-done "$@" 2>&1 | tee "$out/suite.log" | grep -E '^\{|Error|error' | cut -c1-400
 echo "== suite: $((SECONDS - start)) s =="
+python3 benchmarks/suite.py merge --results "$out/suite.json"  # a parallel run cut short leaves part files
 tar czf "$out/suite-runs.tgz" -C /tmp suite-runs --exclude='*.so' --exclude='__pycache__' 2>/dev/null
 python3 benchmarks/suite.py table --results "$out/suite.json"

@@ -163,7 +163,10 @@ def measured_ceilings(device_index: int = 0, *, refresh: bool = False) -> Ceilin
         cached = load_cached_ceilings(name, torch_version=installed_torch_version())
         if cached is not None:
             return cached
-    ceilings = _measure(torch, device_index, name)
+    from kernelwright.hardware import gpu_lock
+
+    with gpu_lock.exclusive():  # a parallel bench: nothing else on the device while its ceilings are measured
+        ceilings = _measure(torch, device_index, name)
     path = store_ceilings(ceilings)
     log.info("calibrated %s: copy %.0f GB/s, matmul %s; cached in %s", name, ceilings.copy_gbs,
              dict(ceilings.matmul_tflops), path)

@@ -3,9 +3,11 @@ in a process of their own, on the same input sets; plus the device's measured ce
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
+from kernelwright.hardware import gpu_lock
 from kernelwright.verify import runtime
 from kernelwright.verify.child import Channel, short_traceback
 
@@ -62,9 +64,13 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
                 with torch.no_grad():
                     return model(*sets[i])
 
-            for i in range(len(sets)):  # compile / autotune / warm up outside the measurement
-                call(i)
-            torch.cuda.synchronize()
+            # Compile, autotune and warm up outside the measurement. Inductor benchmarks its kernels' configs on
+            # the first calls: with other jobs on the device (a parallel bench) that would pick configs on a busy
+            # GPU, so the compiled baselines warm up with the device to themselves.
+            with gpu_lock.exclusive() if name != "eager" else contextlib.nullcontext():
+                for i in range(len(sets)):
+                    call(i)
+                torch.cuda.synchronize()
             m, _ = measure(call, len(sets), clock, device=device, min_reps=int(timing["min_reps"]),
                            max_reps=int(timing["max_reps"]), target_ms=float(timing["target_ms"]),
                            warmup_ms=float(timing["warmup_ms"]), flush=flush)

@@ -77,6 +77,12 @@ def main(argv: list[str]) -> int:
     with open(spec_path) as fh:
         spec = json.load(fh)
     os.unlink(spec_path)  # the candidate must not read where the problem and the reference live
+    if spec.get("device") == "cuda":
+        # Jobs of other verifications may share this GPU (a parallel bench): this job's device work runs beside
+        # theirs, but never during their measurements, nor theirs during its own (hardware/gpu_lock.py).
+        from kernelwright.hardware import gpu_lock
+
+        gpu_lock.hold_shared()
     try:
         _resolve(JOBS[job])(spec, channel)
     except JobFailure as failure:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from kernelwright.hardware import gpu_lock
 from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
 from kernelwright.verify import roofline, runtime, tensors, trials
@@ -267,10 +268,13 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
             base_finite = base_finite and _all_finite(native)
         if trial.index == 0:
             first_inputs, first_outputs = inputs, native
-        tensors.save(inputs, shared / f"inputs-{trial.index}.pt")
-        torch.save({"native": [o.detach().cpu() for o in native],
-                    "fp64": [o.detach().cpu() for o in ref64] if ref64 is not None else None},
-                   private / f"ref-{trial.index}.pt")
+        host = {"inputs": [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in inputs],
+                "native": [o.detach().cpu() for o in native],
+                "fp64": [o.detach().cpu() for o in ref64] if ref64 is not None else None}
+        with gpu_lock.idle():  # writing to disk needs no device: a waiting measurement may run meanwhile
+            tensors.save(host["inputs"], shared / f"inputs-{trial.index}.pt")
+            torch.save({"native": host["native"], "fp64": host["fp64"]}, private / f"ref-{trial.index}.pt")
+        del host
         device_inputs = [v for v in inputs if isinstance(v, torch.Tensor)]
         channel.send(
             "trial",

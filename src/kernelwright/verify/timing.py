@@ -136,7 +136,30 @@ def measure(
     """Time ``call(set_index)``; return the measurement and the last output of each input set.
 
     ``before_each`` runs on the host before every timed call, outside the timed interval (the verifier uses it to
-    return persisting L2 lines to normal)."""
+    return persisting L2 lines to normal).
+
+    When a GPU lock is in use (a parallel bench, hardware/gpu_lock.py) the device is this process's alone from the
+    warm-up to the last timed call."""
+    from kernelwright.hardware import gpu_lock
+
+    with gpu_lock.exclusive():
+        return _measure(call, n_sets, clock, device=device, min_reps=min_reps, max_reps=max_reps,
+                        target_ms=target_ms, warmup_ms=warmup_ms, flush=flush, before_each=before_each)
+
+
+def _measure(
+    call: Callable[[int], Any],
+    n_sets: int,
+    clock: Clock,
+    *,
+    device: torch.device,
+    min_reps: int,
+    max_reps: int,
+    target_ms: float,
+    warmup_ms: float,
+    flush: torch.Tensor | None,
+    before_each: Callable[[], Any] | None,
+) -> tuple[Measurement, dict[int, Any]]:
     if flush is None:
         flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
 

@@ -1,0 +1,71 @@
+"""The GPU lock between jobs that share one device (hardware/gpu_lock.py): sharers overlap, a measurement overlaps
+nothing, and a waiting measurement is not starved by sharers that keep coming."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from pathlib import Path
+
+from kernelwright.hardware import gpu_lock
+
+
+def _worker(path: str, mode: str, hold_s: float, log: str, start_delay: float) -> None:
+    import os
+
+    os.environ[gpu_lock.ENV] = path
+    time.sleep(start_delay)
+    if mode == "shared":
+        gpu_lock.hold_shared()
+        began = time.monotonic()
+        time.sleep(hold_s)
+        gpu_lock.release()
+    else:
+        gpu_lock.hold_shared()  # as a child job does: shared first, then upgraded for the measurement
+        with gpu_lock.exclusive():
+            began = time.monotonic()
+            time.sleep(hold_s)
+        gpu_lock.release()
+    with open(log, "a") as fh:
+        fh.write(f"{mode} {began:.3f} {time.monotonic():.3f}\n")
+
+
+def _run(tmp_path: Path, jobs: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+    log = tmp_path / "log"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "gpu.lock"), mode, hold, str(log), delay))
+             for mode, hold, delay in jobs]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    rows = [line.split() for line in log.read_text().splitlines()]
+    return [(m, float(a), float(b)) for m, a, b in rows]
+
+
+def _overlap(a: tuple[str, float, float], b: tuple[str, float, float]) -> bool:
+    return a[1] < b[2] - 0.01 and b[1] < a[2] - 0.01
+
+
+def test_sharers_overlap_and_a_measurement_overlaps_nothing(tmp_path: Path) -> None:
+    rows = _run(tmp_path, [("shared", 0.8, 0.0), ("shared", 0.8, 0.0), ("exclusive", 0.3, 0.2),
+                           ("shared", 0.3, 0.4)])
+    shared = [r for r in rows if r[0] == "shared"]
+    exclusive = [r for r in rows if r[0] == "exclusive"]
+    assert _overlap(shared[0], shared[1]) or _overlap(shared[0], shared[2]) or _overlap(shared[1], shared[2])
+    for s in shared:
+        assert not _overlap(s, exclusive[0]), rows
+    # The sharer that arrived while the measurement waited went after it (writer preference).
+    late = max(shared, key=lambda r: r[1])
+    assert late[1] >= exclusive[0][2] - 0.01, rows
+
+
+def test_off_without_the_variable(monkeypatch) -> None:
+    monkeypatch.delenv(gpu_lock.ENV, raising=False)
+    assert not gpu_lock.enabled()
+    gpu_lock.hold_shared()
+    with gpu_lock.exclusive(), gpu_lock.idle():
+        pass
+    gpu_lock.release()
+    assert gpu_lock.waited_s() == 0.0
