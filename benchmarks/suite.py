@@ -62,6 +62,7 @@ def _row(problem: Path, budget: float, out_root: Path) -> dict:
         "why": "" if verdict and str(verdict.status) == "passed" else next(
             (f"{o.status}: {o.error}"[:200] for o in result.outcomes if o.error), ""),
         "wall_s": time.time() - started,
+        "interrupted": result.interrupted,
     }
 
 
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     names = [n for n in args.problems.split(",") if n] if args.problems else sorted(
         p.stem for p in (ROOT / "problems").glob("*.py"))
     if args.skip_done:
-        names = [n for n in names if n not in results or "error" in results[n]]
+        names = [n for n in names if (results.get(n) or {}).get("status") != "passed"]
     if args.jobs > 1 or args.gpus > 1:
         return _run_parallel(args, names, results_path)
     import torch
@@ -94,9 +95,15 @@ def run(args: argparse.Namespace) -> int:
             continue
         row = _row(ROOT / "problems" / f"{name}.py", args.budget, Path(args.out))
         row.update(device=device, date=time.strftime("%Y-%m-%d"), jobs=args.jobs_total)
+        if row.get("interrupted"):
+            row["status"] = "interrupted"  # cut by Ctrl-C or the call's time limit: run again with --skip-done
         results[name] = row
         results_path.write_text(json.dumps(results, indent=1))
         print(json.dumps(row), flush=True)
+        if row.get("interrupted"):
+            # Stop here: a worker that went on to the next problem after its Ctrl-C kept a device call's
+            # pipeline open past its limit (H200, 2026-12-02), and nothing it started would finish anyway.
+            return 130
     return 0
 
 
@@ -147,8 +154,61 @@ def _run_parallel(args: argparse.Namespace, names: list[str], results_path: Path
     try:
         for proc in procs:
             proc.wait()
-    finally:
+    except KeyboardInterrupt:
+        # The workers were interrupted too (same process group) or are told now; each writes the row it was on
+        # before it stops, so wait for them before merging.
+        import signal
+
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.time() + 60
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
         merge(results_path)
+        return 130
+    merge(results_path)
+    return 0
+
+
+def crosscheck(args: argparse.Namespace) -> int:
+    """An independent ``triton.testing.do_bench`` of each passed row's best.py and of eager PyTorch, each problem in
+    a fresh process (issue 12: the verifier's medians must agree within 5%)."""
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gpu_validate import _DO_BENCH
+
+    results_path = Path(args.results)
+    results = _load(results_path)
+    names = [n for n in args.problems.split(",") if n] if args.problems else sorted(results)
+    for name in names:
+        row = results.get(name) or {}
+        best = Path(args.runs) / name / "best.py"
+        if row.get("status") != "passed" or not best.exists():
+            continue
+        proc = subprocess.run([sys.executable, "-c", _DO_BENCH, str(ROOT / "problems" / f"{name}.py"), str(best),
+                               "0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        found: dict = {}
+        for line in proc.stdout.splitlines():
+            if line.startswith("DOBENCH "):
+                found.update(json.loads(line[len("DOBENCH "):]))
+        check = {"do_bench_candidate_ms": found.get("candidate"), "do_bench_eager_ms": found.get("eager")}
+        if found.get("candidate") and row.get("kernelwright_ms"):
+            check["candidate_ratio"] = row["kernelwright_ms"] / found["candidate"]
+        if found.get("eager") and row.get("eager_ms"):
+            check["eager_ratio"] = row["eager_ms"] / found["eager"]
+        if not found:
+            check["error"] = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        row["crosscheck"] = check
+        results_path.write_text(json.dumps(results, indent=1))
+        print(f"{name}: verify {_fmt(row.get('kernelwright_ms'))} / do_bench {_fmt(found.get('candidate'))} "
+              f"(ratio {_fmt(check.get('candidate_ratio'), '.3f')}); eager {_fmt(row.get('eager_ms'))} / "
+              f"{_fmt(found.get('eager'))} (ratio {_fmt(check.get('eager_ratio'), '.3f')}) {check.get('error', '')}",
+              flush=True)
     return 0
 
 
@@ -197,11 +257,15 @@ def main() -> int:
     p_run.add_argument("--results", default="suite-results.json")
     p_run.add_argument("--out", default="runs/suite")
     p_run.add_argument("--gpus", type=int, default=1, help="problems spread over this many GPUs, one process each")
-    p_run.add_argument("--skip-done", action="store_true", help="leave out problems already in --results")
+    p_run.add_argument("--skip-done", action="store_true", help="leave out problems that already passed in --results")
     p_run.add_argument("--jobs", type=int, default=1,
                        help="problems verified side by side per GPU (measurements still have the GPU to themselves)")
     p_run.add_argument("--claims", default="", help=argparse.SUPPRESS)
     p_run.add_argument("--jobs-total", type=int, default=1, help=argparse.SUPPRESS)
+    p_check = sub.add_parser("crosscheck", help="do_bench each passed row's best.py in a fresh process")
+    p_check.add_argument("--results", default="suite-results.json")
+    p_check.add_argument("--runs", default="runs/suite", help="where `run --out` left the problems' runs")
+    p_check.add_argument("--problems", default="")
     p_merge = sub.add_parser("merge", help="fold a cut parallel run's part files into --results")
     p_merge.add_argument("--results", default="suite-results.json")
     p_table = sub.add_parser("table")
@@ -210,6 +274,8 @@ def main() -> int:
     if args.command == "merge":
         merge(Path(args.results))
         return 0
+    if args.command == "crosscheck":
+        return crosscheck(args)
     return run(args) if args.command == "run" else table(args)
 
 

@@ -14,8 +14,10 @@ mkdir -p "$out" .gpu-results
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 start=$SECONDS
-timeout --signal=INT --kill-after=20 "$limit" python3 benchmarks/suite.py run --results "$out/suite.json" \
-  --out /tmp/suite-runs --skip-done "$@" 2>&1 | tee "$out/suite.log" | grep -E '^\{|Error|error' | cut -c1-400
+# Into a file, not a pipe: a process left behind by a cut run would hold a pipe open, and the call with it.
+timeout --signal=INT --kill-after=60 "$limit" python3 benchmarks/suite.py run --results "$out/suite.json" \
+  --out /tmp/suite-runs --skip-done "$@" >"$out/suite.log" 2>&1
+grep -E '^\{|Error|error' "$out/suite.log" | cut -c1-400
 echo "== suite: $((SECONDS - start)) s =="
 python3 benchmarks/suite.py merge --results "$out/suite.json"  # a parallel run cut short leaves part files
 tar czf "$out/suite-runs.tgz" -C /tmp suite-runs --exclude='*.so' --exclude='__pycache__' 2>/dev/null
