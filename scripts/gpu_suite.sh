@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The suite benchmark on the GPU machine, in one device call that stops itself before the call's limit:
 #   bash scripts/gpu_suite.sh SECONDS [suite.py run options...]     e.g. 520 --budget 30s --jobs 4
-# Results accumulate in .gpu-results/suite.json (git-ignored; carry it with the call, copy the returned file back
-# here afterwards), so several short calls build one table; the rows and the runs' best.py / report.md files come
-# back in $OUT.
+# Results accumulate in benchmarks/results/suite-h200.json (tracked: copy the returned $OUT/suite.json over it after
+# each call and commit it), so several short calls — across sessions — build one table; the runs' best.py,
+# verdict.json and report.md files come back in $OUT/suite-runs.tgz (keep the passed rows' in benchmarks/results/runs
+# for the do_bench cross-check).
 set -u
 cd "$(dirname "$0")/.."
 limit=${1:?seconds}; shift
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
 out="${OUT:-/tmp/gpu-suite-out}"
-mkdir -p "$out" .gpu-results
-[ -f .gpu-results/suite.json ] && cp .gpu-results/suite.json "$out/suite.json"
+results=benchmarks/results/suite-h200.json
+mkdir -p "$out" /tmp/suite-runs
+[ -f "$results" ] && cp "$results" "$out/suite.json"
+cp -r benchmarks/results/runs/. /tmp/suite-runs/ 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 start=$SECONDS
