@@ -126,3 +126,49 @@ def test_json_form_has_no_nan() -> None:
     result = compare.compare(torch.tensor([float("nan"), 2.0]), native, native.double())
     data = result.to_json()
     assert all(not (isinstance(v, float) and math.isnan(v)) for v in data.values())
+
+
+def _cases():
+    g = torch.Generator().manual_seed(7)
+    ref64 = torch.randn(300, 70, generator=g, dtype=torch.float64) * 3
+    ref64[0, :5] = 0.0  # exact zeros: insignificant elements, scale-relative error
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        native = ref64.to(dtype)
+        noise = 1 + 1e-3 * torch.randn(ref64.shape, generator=g, dtype=torch.float64)
+        yield "honest", (ref64 * (1 + 1e-9)).to(dtype), native, ref64
+        yield "noisy", (ref64 * noise).to(dtype), native, ref64
+        wrong = native.clone()
+        wrong[5, 3] += 10
+        yield "one wrong", wrong, native, ref64
+        yield "biased", (ref64 * 1.01).to(dtype), native, ref64
+        yield "no ref64", (ref64 * noise).to(dtype), native, None
+    zeros = torch.zeros(4, 4, dtype=torch.float64)
+    yield "all zero", zeros.float(), zeros.float(), zeros
+    yield "zero ref, nonzero got", torch.ones(4, 4), zeros.float(), zeros
+
+
+@pytest.mark.parametrize("mode", compare.MODES)
+def test_the_all_finite_path_gives_the_general_paths_figures(mode: str, monkeypatch) -> None:
+    """compare() takes a fast in-place path when nothing is NaN/inf; every figure must equal the general path's."""
+    for name, got, native, ref64 in _cases():
+        fast = compare.compare(got, native, ref64, mode=mode)
+        with monkeypatch.context() as m:
+            m.setattr(compare, "_all_finite", lambda *a: False)
+            general = compare.compare(got, native, ref64, mode=mode)
+        for field, value in general.to_json().items():
+            other = fast.to_json()[field]
+            if isinstance(value, float) and isinstance(other, float):
+                assert other == pytest.approx(value, rel=1e-9, abs=1e-300), (name, field, other, value)
+            else:
+                assert other == value, (name, field, other, value)
+
+
+def test_the_fast_path_is_not_taken_with_a_nan_or_an_overflowing_reference() -> None:
+    ref64 = torch.randn(8, 8, dtype=torch.float64)
+    got = ref64.float().clone()
+    got[1, 1] = float("nan")
+    assert not compare._all_finite(got.double(), ref64.float().double(), ref64, torch.float32)
+    big = ref64.clone()
+    big[0, 0] = 1e6  # finite in float64, inf in float16
+    assert not compare._all_finite(big, big, big, torch.float16)
+    assert not compare.compare(got, ref64.float(), ref64).ok

@@ -113,6 +113,10 @@ def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None,
     else:
         r = ref64.detach().to("cpu", torch.float64).reshape(-1)
     dtype = native.dtype
+    if _all_finite(c, n, r, dtype):
+        comparison = _compare_finite(c, n, r, shape, dtype, mode=mode, factor=factor,
+                                     allowed_unit_roundoff=allowed_unit_roundoff, have_ref64=ref64 is not None)
+        return comparison if comparison.ok else _with_reason(comparison)
     # The correctly rounded answer decides where NaN/inf belong; PyTorch's own non-finite values are accepted too.
     rq = r.to(dtype).to(torch.float64)
     finite_ref = torch.isfinite(rq)
@@ -181,6 +185,85 @@ def compare(got: torch.Tensor, native: torch.Tensor, ref64: torch.Tensor | None,
     if comparison.ok:
         return comparison
     return _with_reason(comparison)
+
+
+def _all_finite(c: torch.Tensor, n: torch.Tensor, r: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether every element of the candidate, PyTorch's output and the reference is finite, and the reference
+    rounds to a finite value of ``dtype`` (max-norms: NaN propagates through them; no mask is allocated)."""
+    if c.numel() == 0:
+        return False
+    inf = float("inf")
+    if not (math.isfinite(float(torch.linalg.vector_norm(c, inf)))
+            and math.isfinite(float(torch.linalg.vector_norm(n, inf)))):
+        return False
+    r_max = float(torch.linalg.vector_norm(r, inf))
+    return math.isfinite(r_max) and r_max <= float(torch.finfo(dtype).max)
+
+
+def _compare_finite(c: torch.Tensor, n: torch.Tensor, r: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype,
+                    *, mode: str, factor: float, allowed_unit_roundoff: float, have_ref64: bool) -> Comparison:
+    """:func:`compare` when nothing is NaN or infinite (the usual case): the same figures in a few in-place passes
+    over three float64 buffers instead of some forty masked ones. A 67M-element fp32 output took ~10 s per
+    comparison on the H200 machine's host (2026-12-02, ``cumsum_dim1``: 111 s of judging for one verify)."""
+    numel = c.numel()
+    r_norm = float(torch.linalg.vector_norm(r))
+    rms = r_norm / math.sqrt(numel)
+    diff = torch.sub(c, r)
+    rel_l2 = float(torch.linalg.vector_norm(diff)) / r_norm if r_norm else (
+        0.0 if not bool(diff.any()) else math.inf)
+    diff.abs_()
+    abs_r = r.abs()
+    work = torch.empty_like(diff)
+    native_l2: float | None = None
+    if mode == KERNELBENCH:
+        tol = _KB_TOL.get(dtype, 1e-4)
+        bound, e_nat = tol, None
+        torch.mul(abs_r, tol, out=work).add_(tol)
+        torch.div(diff, work, out=work)  # normalised: wrong where above 1
+        wrong_count = int((work > 1.0).sum())
+    else:
+        u = float(torch.finfo(dtype).eps) / 2.0
+        scale = rms if rms > 0 else 1e-30
+        denom = abs_r.add(scale)
+        if have_ref64:
+            torch.sub(n, r, out=work)
+            nat = float(torch.linalg.vector_norm(work))
+            native_l2 = nat / r_norm if r_norm else (0.0 if nat == 0 else math.inf)
+            e_nat = float(work.abs_().div_(denom).max())
+        else:
+            e_nat = 2 * u
+        bound = max(factor * max(e_nat, u, allowed_unit_roundoff), _FLOOR.get(dtype, 0.0))
+        torch.div(diff, denom, out=work)
+        del denom
+        wrong_count = int((work > bound).sum())
+    worst = int(torch.argmax(work))
+    # Relative error among elements that are not tiny next to the tensor's scale (1% of its RMS or more).
+    insignificant = abs_r <= 0.01 * rms
+    significant_count = numel - int(insignificant.sum())
+    torch.sub(c, r, out=work).div_(abs_r.clamp_min_(1e-300)).masked_fill_(insignificant, 0.0)  # signed
+    max_rel = float(torch.linalg.vector_norm(work, float("inf")))
+    rel_rms = float(torch.linalg.vector_norm(work)) / math.sqrt(significant_count) if significant_count else 0.0
+    rel_mean = float(work.sum()) / significant_count if significant_count else 0.0
+    return Comparison(
+        ok=wrong_count == 0,
+        reason="",
+        mode=mode,
+        numel=numel,
+        wrong_count=wrong_count,
+        wrong_fraction=wrong_count / numel,
+        nonfinite_mismatches=0,
+        max_abs_error=float(diff.max()),
+        max_rel_error=max_rel,
+        rel_l2_error=rel_l2,
+        native_rel_l2_error=native_l2 if mode == REFERENCE else None,
+        native_max_error=e_nat,
+        bound=bound,
+        worst_index=_index(worst, shape),
+        worst_got=float(c[worst]),
+        worst_expected=float(r[worst]),
+        rel_error_rms=rel_rms,
+        rel_error_mean=rel_mean,
+    )
 
 
 # Unit roundoffs of the formats a shortcut computes in: TF32 and fp16 keep 10 mantissa bits, bf16 keeps 7.
