@@ -22,7 +22,8 @@ def main() -> int:
     args = parser.parse_args()
     import io
 
-    from kernelwright.search.optimize import Progress, optimize
+    from kernelwright.search.optimize import optimize
+    from kernelwright.search.progress import Progress
 
     names = [n for n in args.problems.split(",") if n] or sorted(p.stem for p in (ROOT / "problems").glob("*.py"))
     failures = 0

@@ -14,7 +14,8 @@ import pytest
 from kernelwright.cli import main
 from kernelwright.errors import InputError
 from kernelwright.records import Status
-from kernelwright.search.optimize import Candidate, Outcome, optimize
+from kernelwright.search.optimize import optimize
+from kernelwright.search.records import Candidate, Outcome
 from kernelwright.verify.records import Verdict
 
 PROBLEM = """
@@ -215,7 +216,7 @@ def get_init_inputs():
 def test_weights_shrink_only_where_the_candidate_is_the_same_file(tmp_path: Path) -> None:
     from kernelwright.problem.files import read_problem
     from kernelwright.problem.sizes import reduced_sizes
-    from kernelwright.search.optimize import same_candidate_at, template_builder
+    from kernelwright.search.candidates import same_candidate_at, template_builder
 
     path = tmp_path / "heavy_linear.py"
     path.write_text(HEAVY_LINEAR)
@@ -238,3 +239,54 @@ def test_cpu_run_of_heavy_weights_checks_at_reduced_weights(tmp_path: Path) -> N
     assert verdict.status is Status.PASSED, verdict.message
     assert {"n_in", "n_out"} <= set(verdict.size_overrides)
     assert "head_dim" not in verdict.size_overrides
+
+
+def test_the_template_search_is_a_run_in_the_run_database(problem: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelwright.search.db import RunDB
+
+    clock = _fake_clock(monkeypatch)
+    stub = StubEvaluator(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=10.0)
+    db_path = tmp_path / "runs.sqlite"
+    result = optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=40.0, evaluator=stub,
+                      db_path=db_path)
+    with RunDB(db_path) as db:
+        (run,) = db.runs()
+        assert (run.generator, run.strategy, run.status) == ("templates", "coordinate-descent", "finished")
+        rows = db.candidates(run.id)
+    assert [r.origin for r in rows] == ["template"] * 3
+    assert [r.median_ms for r in rows] == [2.0, 1.5, 0.5]
+    verified = [r for r in rows if r.verdict_id is not None]
+    assert len(verified) == 1 and verified[0].sha256 == result.best.candidate.sha256
+
+
+def test_a_budget_spent_before_any_timing_still_verifies_the_default(problem: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four problems sharing one GPU waited past a 30 s tuning budget for the GPU lock (H200, 2026-12-02): the
+    search then verified nothing and ended empty. The default candidate must still get the full protocol."""
+    clock = _fake_clock(monkeypatch)
+
+    class NothingTimed(StubEvaluator):
+        def time(self, candidates, *, deadline=None):
+            self.clock[0] += 100.0  # waited for the GPU past the deadline; the worker timed nothing
+            return iter(())
+
+    stub = NothingTimed(times={0: 1.0}, clock=clock)
+    result = optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=30.0, evaluator=stub,
+                      db_path=tmp_path / "runs.sqlite")
+    assert stub.verified == [0]
+    assert result.best is not None and result.best.verdict is not None and result.best.verdict.passed
+
+
+def test_the_progress_line_ends_on_the_verdict(problem: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from kernelwright.search.progress import Progress
+
+    clock = _fake_clock(monkeypatch)
+    stream = io.StringIO()
+    stub = StubEvaluator(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=10.0)
+    optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=40.0, evaluator=stub,
+             progress=Progress(stream=stream), db_path=tmp_path / "runs.sqlite")
+    last = stream.getvalue().strip().splitlines()[-1]
+    assert "verifying" not in last and "c002 passed" in last and "best 0.5000 ms" in last, last

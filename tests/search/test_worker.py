@@ -80,7 +80,7 @@ def test_a_model_without_a_float64_form_falls_back_to_native() -> None:
 
 
 def _candidate(tmp_path):
-    from kernelwright.search.optimize import Candidate
+    from kernelwright.search.records import Candidate
 
     path = tmp_path / "c000.py"
     path.write_text("raise SystemExit('never imported: the worker fails first')\n")

@@ -123,3 +123,22 @@ def local_gpu(index: int = 0) -> GpuSpec | None:
     if not torch.cuda.is_available() or index >= torch.cuda.device_count():
         return None
     return spec_from_properties(torch.cuda.get_device_properties(index))
+
+
+def target_arch(device: str, requested: str | None = None) -> str:
+    """The one arch a search writes and inspects kernels for: the one asked for (canonical, known to the knowledge
+    base), else the local GPU's when kernels run on it, else the configured default (``KERNELWRIGHT_ARCH``)."""
+    from kernelwright.config import config
+    from kernelwright.hardware.spec import known_archs
+
+    if requested:
+        return known_archs(requested)[0]
+    if device == "cuda":
+        try:
+            gpu = local_gpu()
+        except Exception as exc:  # noqa: BLE001 - an unreadable device: fall back to the configured arch
+            log.info("the local GPU could not be read (%s); targeting %s", exc, config.arch)
+            gpu = None
+        if gpu is not None:
+            return gpu.arch
+    return known_archs(config.arch)[0]

@@ -9,7 +9,7 @@ Candidates must be shape-generic anyway: the verifier also runs a second shape.
 
 Where the weights alone are too big for the interpreter (a 16384x4096 linear), the constructor's sizes may shrink
 too (``constructor=True``), but only for a candidate the templates write identically at those sizes (the caller
-checks: :func:`kernelwright.search.optimize.same_candidate_at`). A size ``Model``'s own code reads never shrinks.
+checks: :func:`kernelwright.search.candidates.same_candidate_at`). A size ``Model``'s own code reads never shrinks.
 """
 
 from __future__ import annotations

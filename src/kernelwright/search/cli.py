@@ -63,8 +63,9 @@ def add_llm_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kernelwright.generate.families.base import Policy
-    from kernelwright.search.optimize import Progress, optimize
+    from kernelwright.search.optimize import optimize
     from kernelwright.search.outputs import summary_json
+    from kernelwright.search.progress import Progress
 
     out = args.out or Path("runs") / Path(args.problem).stem
     policy = Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision)
@@ -89,7 +90,8 @@ def _run_backward(args: argparse.Namespace, out: Path, policy: object) -> int:
     """The backward as a problem of its own in ``out/backward``: written, then optimized with the templates."""
     from kernelwright.errors import InputError
     from kernelwright.generate.backward import write_backward_problem
-    from kernelwright.search.optimize import Progress, optimize
+    from kernelwright.search.optimize import optimize
+    from kernelwright.search.progress import Progress
 
     folder = out / "backward"
     try:

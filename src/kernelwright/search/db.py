@@ -176,6 +176,17 @@ def options_key(options: Mapping[str, Any] | Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def verdict_options_key(*, device: str, policy: Any, reduced: bool) -> str:
+    """The options key of a search's verdicts (``policy``: a generate ``Policy``). What, besides problem, source, arch and toolchain, changes a verdict (for the verdict cache) — including the
+    verifier's own version and settings, so a stronger protocol never inherits an old "passed"."""
+    from kernelwright import __version__
+    from kernelwright.config import config
+
+    return json.dumps({"device": device, "allow_tf32": policy.allow_tf32,
+                       "allow_reduced_precision": policy.allow_reduced_precision, "reduced_sizes": reduced,
+                       "kernelwright": __version__, "trials": config.trials}, sort_keys=True)
+
+
 # ------------------------------------------------------------------------------------------------------ records
 
 

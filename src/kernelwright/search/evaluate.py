@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kernelwright.config import config
 from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
-from kernelwright.search.optimize import Candidate, Outcome
+from kernelwright.search.records import Candidate, Evaluator, Outcome
 from kernelwright.verify.records import Verdict, VerifyOptions
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class CpuEvaluator:
         this very file at those sizes — then no number in it depends on them."""
         from kernelwright.problem.files import read_problem
         from kernelwright.problem.sizes import reduced_sizes, state_elements
-        from kernelwright.search.optimize import same_candidate_at
+        from kernelwright.search.candidates import same_candidate_at
 
         problem = read_problem(self.problem)
         overrides = reduced_sizes(problem, max_elements=self.max_elements)
@@ -156,3 +156,10 @@ class GpuEvaluator:
 
         return verify(self.problem, candidate.path,
                       _options(self.policy, device="cuda", compile_baseline=compile_baseline))
+
+
+def evaluator_for(problem: str | Path, device: str, arch: str, policy: Policy) -> Evaluator:
+    """The evaluator a search uses by default: timing and the full protocol on a GPU, the CPU proof elsewhere."""
+    if device == "cuda":
+        return GpuEvaluator(Path(problem), policy=policy)
+    return CpuEvaluator(Path(problem), arch=arch, policy=policy)

@@ -77,12 +77,11 @@ def run(args: argparse.Namespace) -> int:
 
     evaluator = None
     if device != "cuda":
-        from kernelwright.config import config
+        from kernelwright.hardware.local import target_arch
         from kernelwright.search.evaluate import CpuEvaluator
-        from kernelwright.search.optimize import _local_arch
 
         # The reduced sizes were worked out in the probe's child: the model-written problem never runs here.
-        evaluator = CpuEvaluator(problem.path, arch=args.arch or _local_arch(device) or config.arch,
+        evaluator = CpuEvaluator(problem.path, arch=target_arch(device, args.arch),
                                  policy=Policy(allow_tf32=args.allow_tf32,
                                                allow_reduced_precision=args.allow_reduced_precision),
                                  size_overrides=problem.reduced_sizes)

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
-from kernelwright.search.optimize import Candidate, status_line
+from kernelwright.search.progress import Progress
+from kernelwright.search.records import Candidate, SearchResult
 from kernelwright.search.strategies import CROSSOVER, FRESH, MUTATE, TEMPLATE, Entry, Request, Strategy
 
 log = logging.getLogger(__name__)
@@ -61,52 +62,6 @@ class PromptContext:
     language: str = "triton"
 
 
-@dataclass(frozen=True, kw_only=True)
-class SearchResult:
-    run_id: int
-    problem: Path
-    out_dir: Path
-    strategy: str
-    entries: tuple[Entry, ...]
-    best: Entry | None
-    stop_reason: str
-    interrupted: bool
-    elapsed_s: float
-    usage: Mapping[str, Any]
-    scaling: Mapping[str, Any]
-    device: str
-    arch: str
-    timed: bool
-    policy: Policy = DEFAULT_POLICY
-
-
-@dataclass
-class _Progress:
-    stream: Any = None
-    asked: int = 0
-    verified: int = 0
-    correct: int = 0
-    best_ms: float | None = None
-    best_speedup: float | None = None
-    tokens: int = 0
-    note: str = ""
-    _last: float = 0.0
-
-    def show(self, force: bool = False) -> None:
-        import sys
-
-        stream = self.stream or sys.stderr
-        now = time.monotonic()
-        if not force and now - self._last < 0.5:
-            return
-        self._last = now
-        best = f"best {self.best_ms:.4f} ms" if self.best_ms else ("best: correct" if self.correct else "best -")
-        if self.best_speedup:
-            best += f" ({self.best_speedup:.2f}x eager)"
-        status_line(stream, f"asked {self.asked} | verified {self.verified} | correct {self.correct} | {best} | "
-                            f"{self.tokens} tokens {self.note}")
-
-
 @dataclass
 class LLMSearch:
     """One run of the loop. ``client`` needs ``submit(messages, tag=...) -> Future`` and ``usage``; ``evaluator``
@@ -126,7 +81,7 @@ class LLMSearch:
     options_key: str
     toolchain: str
     template_builder: Any = None  # CandidateBuilder, for template mutations in hybrid runs
-    progress: _Progress = field(default_factory=_Progress)
+    progress: Progress = field(default_factory=lambda: Progress(llm=True))
     seed: int = 0
     session: int = 0  # how many times the run was resumed: call tags stay unique across sessions
 
@@ -464,17 +419,6 @@ def scaling_curve(strategy: Strategy) -> dict[str, Any]:
     return {"by_samples": by_samples, "by_rounds": by_rounds}
 
 
-def options_key(*, device: str, policy: Policy, reduced: bool) -> str:
-    """What, besides problem, source, arch and toolchain, changes a verdict (for the verdict cache) — including the
-    verifier's own version and settings, so a stronger protocol never inherits an old "passed"."""
-    from kernelwright import __version__
-    from kernelwright.config import config
-
-    return json.dumps({"device": device, "allow_tf32": policy.allow_tf32,
-                       "allow_reduced_precision": policy.allow_reduced_precision, "reduced_sizes": reduced,
-                       "kernelwright": __version__, "trials": config.trials}, sort_keys=True)
-
-
 # Verdicts that say more about the moment than the kernel: verified again rather than taken from the cache.
 TRANSIENT = frozenset({"timeout", "crashed"})
 
@@ -489,10 +433,10 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     """``kernelwright optimize --generator llm|hybrid``: set up the client, the database, the evaluator and the
     strategy; for ``hybrid`` first let the template library find a verified seed (a third of the budget); run the
     loop; write the outputs. ``evaluator`` can be injected (tests)."""
-    from kernelwright.config import config
     from kernelwright.errors import InputError
-    from kernelwright.search.db import RunDB, _redact_url, toolchain_fingerprint
-    from kernelwright.search.optimize import _default_evaluator, _local_arch
+    from kernelwright.hardware.local import target_arch
+    from kernelwright.search.db import RunDB, _redact_url, toolchain_fingerprint, verdict_options_key
+    from kernelwright.search.evaluate import evaluator_for
     from kernelwright.search.outputs import write_search_outputs
     from kernelwright.search.strategies import make_strategy
     from kernelwright.verify.verifier import resolve_device
@@ -504,7 +448,7 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(device)
-    arch = arch or _local_arch(device) or config.arch
+    arch = target_arch(device, arch)
     try:
         strat = make_strategy(strategy, samples, seed=seed)
     except ValueError as exc:
@@ -518,13 +462,13 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     settings = replace(settings, timeout_s=min(settings.timeout_s, max(30.0, budget_s)))
     holder: dict[str, LLMSearch] = {}  # the client stores each call through the search, made below
     client = LLMClient(settings, on_call=lambda record: holder["search"].on_call(record))
-    evaluator = evaluator or _default_evaluator(problem, device, arch, policy)
+    evaluator = evaluator or evaluator_for(problem, device, arch, policy)
     toolchain = toolchain_fingerprint()
     reduced = not getattr(evaluator, "timed", False)
     gpu = _gpu_facts(arch, device)
     # Timings belong to one GPU model (an H100 and an H200 are both sm_90a): the cache key names it.
     device_name = getattr(gpu, "name", device) if device == "cuda" else device
-    key = options_key(device=device_name, policy=policy, reduced=reduced)
+    key = verdict_options_key(device=device_name, policy=policy, reduced=reduced)
     db = RunDB(db_path)
     source = problem.read_text()
     problem_id = db.add_problem(problem, source)
@@ -572,7 +516,8 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
                            run_id=run_id, budget=Budget(wall_s=remaining, max_candidates=max_candidates,
                                                         max_tokens=max_tokens),
                            context=ctx, device=device, options_key=key, toolchain=toolchain,
-                           template_builder=template_builder, progress=_Progress(stream=progress_stream), seed=seed,
+                           template_builder=template_builder, seed=seed,
+                           progress=Progress(stream=progress_stream, llm=True),
                            session=db.run(run_id).resumes)
         holder["search"] = search
         result = search.run(pending_sources=pending)
@@ -677,7 +622,7 @@ def _seed_from_templates(problem: Path, out: Path, budget_s: float, device: str,
     import json as _json
 
     from kernelwright.errors import InputError
-    from kernelwright.search.optimize import Progress, optimize
+    from kernelwright.search.optimize import optimize
     from kernelwright.verify.verifier import verdict_json
 
     try:
@@ -709,7 +654,7 @@ def _mutation_builder(problem: Path, out: Path, arch: str, policy: Policy, tried
     numbers its files from c000, so in the template search's folder it would overwrite that search's kernels), and
     the configurations ``tried`` already are not built again. None when no template covers the problem."""
     from kernelwright.errors import InputError
-    from kernelwright.search.optimize import template_builder
+    from kernelwright.search.candidates import template_builder
 
     try:
         _, builder = template_builder(problem, out / "templates" / "mutations", arch=arch, policy=policy)

@@ -16,144 +16,118 @@ Ctrl-C stops the search and still writes the best so far. Everything goes to ``o
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import json
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Family, Policy
+from kernelwright.generate.families.base import DEFAULT_POLICY, Family, Policy
 from kernelwright.generate.plan import Plan
-from kernelwright.verify.records import Verdict
+from kernelwright.hardware.local import target_arch
+from kernelwright.search.candidates import CandidateBuilder, template_builder
+from kernelwright.search.evaluate import evaluator_for
+from kernelwright.search.outputs import write_outputs
+from kernelwright.search.progress import Progress
+from kernelwright.search.records import Candidate, Evaluator, OptimizeResult, Outcome
 
 log = logging.getLogger(__name__)
 
 FINALISTS = 3
 
 
-@dataclass(frozen=True, kw_only=True)
-class Candidate:
-    index: int
-    label: str  # "default", or which group's configuration changed
-    choice: tuple[int, ...]  # per group: the index of its configuration in the family's space
-    configs: tuple[Mapping[str, Any], ...]
-    path: Path
-    sha256: str
+class _RunRecord:
+    """The template search's run in the run database, written as it goes, so ``kernelwright runs`` lists template
+    runs beside the LLM loop's (a killed search leaves what it had; readers call it interrupted). The database is a
+    record, not the search: if it cannot be written, the search goes on and says so once."""
 
+    def __init__(self, problem: Path, *, arch: str, device: str, policy: Policy, budget_s: float, out: Path,
+                 db_path: Path | None) -> None:
+        self.db: Any = None
+        self.ids: dict[int, int] = {}
+        try:
+            from kernelwright.search.db import RunDB, toolchain_fingerprint, verdict_options_key
 
-@dataclass(frozen=True, kw_only=True)
-class Outcome:
-    """What is known about one candidate so far."""
+            source = problem.read_text()
+            device_name = device
+            if device == "cuda":
+                from kernelwright.hardware import local_gpu
 
-    candidate: Candidate
-    status: str  # "built", "timed", "wrong", "failed", or the verdict's status once verified
-    median_ms: float | None = None
-    error: str | None = None
-    verdict: Verdict | None = None
+                gpu = local_gpu()
+                device_name = gpu.name if gpu is not None else device
+            self.toolchain = toolchain_fingerprint()
+            self.key = verdict_options_key(device=device_name, policy=policy, reduced=device != "cuda")
+            self.arch = arch
+            self.db = RunDB(db_path)
+            problem_id = self.db.add_problem(problem, source)
+            self.run_id = self.db.start_run(
+                problem_id, generator="templates", strategy="coordinate-descent", arch=arch,
+                toolchain=self.toolchain, device=device_name,
+                settings={"problem": str(problem), "out_dir": str(out), "budget_s": budget_s,
+                          "allow_tf32": policy.allow_tf32, "allow_reduced_precision": policy.allow_reduced_precision})
+        except Exception as exc:  # noqa: BLE001 - see the class docstring
+            log.warning("the run database could not be written (%s); the search goes on without it", exc)
+            self.close()
 
-
-class Evaluator(Protocol):
-    timed: bool  # whether this evaluator measures time (a GPU)
-
-    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
-        """Quick correctness check and timing of each candidate, yielded as each finishes; candidates not reached
-        by ``deadline`` (``time.monotonic()``) are left out."""
-
-    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
-        """The verifier's full protocol."""
-
-
-@dataclass
-class Progress:
-    """A one-line live status on stderr (candidates built / timed / verified, best speedup so far)."""
-
-    stream: Any = None
-    built: int = 0
-    timed: int = 0
-    verified: int = 0
-    best_ms: float | None = None
-    baseline_ms: float | None = None
-    note: str = ""
-    _last: float = field(default=0.0, repr=False)
-
-    def show(self, force: bool = False) -> None:
-        import sys
-
-        stream = self.stream or sys.stderr
-        now = time.monotonic()
-        if not force and now - self._last < 0.2:
+    def _guard(self, what: str, fn: Any) -> None:
+        if self.db is None:
             return
-        self._last = now
-        best = f"best {self.best_ms:.4f} ms" if self.best_ms else "best -"
-        if self.best_ms and self.baseline_ms:
-            best += f" ({self.baseline_ms / self.best_ms:.2f}x eager)"
-        status_line(stream, f"built {self.built} | timed {self.timed} | verified {self.verified} | {best} {self.note}")
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - see the class docstring
+            log.warning("the run database could not record %s (%s); the search goes on without it", what, exc)
+            self.close()
 
-    def done(self) -> None:
-        import sys
+    def outcome(self, outcome: Outcome) -> None:
+        def write() -> None:
+            c = outcome.candidate
+            if c.index not in self.ids:
+                self.ids[c.index], _ = self.db.add_candidate(self.run_id, c.path.read_text(), origin="template",
+                                                             meta={"template_choice": list(c.choice),
+                                                                   "label": c.label})
+            cid = self.ids[c.index]
+            if outcome.verdict is not None:
+                from kernelwright.verify.verifier import verdict_json
 
-        stream = self.stream or sys.stderr
-        self.show(force=True)
-        if getattr(stream, "isatty", lambda: False)():
-            stream.write("\n")
+                self.db.record_verdict(cid, json.loads(verdict_json(outcome.verdict)), arch=self.arch,
+                                       toolchain=self.toolchain, options_key=self.key)
+            else:
+                self.db.update_candidate(cid, status=outcome.status, median_ms=outcome.median_ms,
+                                         error=outcome.error)
 
+        self._guard(f"candidate c{outcome.candidate.index:03d}", write)
 
-def status_line(stream: Any, line: str) -> None:
-    """A live status line: rewritten in place on a terminal, one line each time elsewhere (logs, CI)."""
-    if getattr(stream, "isatty", lambda: False)():
-        stream.write("\r\033[K" + line[:160])
-    else:
-        stream.write(line + "\n")
-    stream.flush()
+    def finish(self, result: OptimizeResult) -> None:
+        best = result.best
+        verdict = best.verdict if best else None
+        summary = {"stop_reason": "interrupted (Ctrl-C)" if result.interrupted else "search done",
+                   "elapsed_s": round(result.elapsed_s, 1),
+                   "best_candidate_id": self.ids.get(best.candidate.index) if best else None,
+                   "best_status": str(verdict.status) if verdict else (best.status if best else None),
+                   "best_ms": (verdict.timing.get("candidate") or {}).get("median_ms") if verdict else None,
+                   "uncovered": result.plan.describe()[-1] if result.plan.uncovered else ""}
+        self._guard("the run's end", lambda: self.db.finish_run(
+            self.run_id, "interrupted" if result.interrupted else "finished", summary))
+        self.close()
 
+    def fail(self, exc: BaseException) -> None:
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        self._guard("the run's end", lambda: self.db.finish_run(
+            self.run_id, status, {"stop_reason": f"the search stopped: {exc!r}"[:300]}))
+        self.close()
 
-class CandidateBuilder:
-    """Emits candidate files for choices of configurations, once each (by content)."""
-
-    def __init__(self, the_plan: Plan, families: Mapping[str, Family], spaces: Sequence[Sequence[Config]],
-                 directory: Path, title: str) -> None:
-        self.plan, self.families, self.spaces = the_plan, families, spaces
-        self.directory = directory
-        self.title = title
-        self.by_choice: dict[tuple[int, ...], Candidate] = {}
-        self.count = 0
-        directory.mkdir(parents=True, exist_ok=True)
-
-    def build(self, choice: tuple[int, ...], label: str) -> Candidate:
-        from kernelwright.generate.emit import emit
-
-        if choice in self.by_choice:
-            return self.by_choice[choice]
-        configs = tuple(space[i] for space, i in zip(self.spaces, choice))
-        source = emit(self.plan, self.families, configs, title=self.title)
-        path = self.directory / f"c{self.count:03d}.py"
-        path.write_text(source)
-        candidate = Candidate(index=self.count, label=label, choice=choice, configs=configs, path=path,
-                              sha256=hashlib.sha256(source.encode()).hexdigest())
-        self.count += 1
-        self.by_choice[choice] = candidate
-        return candidate
-
-
-@dataclass(frozen=True, kw_only=True)
-class OptimizeResult:
-    problem: Path
-    out_dir: Path
-    plan: Plan
-    outcomes: tuple[Outcome, ...]
-    best: Outcome | None
-    timed: bool
-    interrupted: bool
-    elapsed_s: float
-    arch: str
-    device: str
-    policy: Policy = DEFAULT_POLICY
+    def close(self) -> None:
+        if self.db is not None:
+            with contextlib.suppress(Exception):
+                self.db.close()
+        self.db = None
 
 
 def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, progress: Progress,
-          outcomes: dict[int, Outcome]) -> Candidate:
+          outcomes: dict[int, Outcome], record: _RunRecord) -> Candidate:
     """Time candidates until ``deadline``, one configuration group at a time; return the default candidate."""
     best_choice = [0] * len(builder.spaces)
     best_ms: float | None = None
@@ -179,6 +153,7 @@ def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, prog
         progress.built = builder.count
         for outcome in evaluator.time([c for c in candidates if c.index not in outcomes], deadline=deadline):
             outcomes[outcome.candidate.index] = outcome
+            record.outcome(outcome)
             progress.timed += 1
             if outcome.median_ms is not None and (best_ms is None or outcome.median_ms < best_ms):
                 best_ms = outcome.median_ms
@@ -193,11 +168,11 @@ def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, prog
 
 def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.0, device: str | None = None,
              arch: str | None = None, policy: Policy = DEFAULT_POLICY, evaluator: Evaluator | None = None,
-             progress: Progress | None = None, families: Iterable[Family] | None = None) -> OptimizeResult:
-    """Search the template space for ``problem``; write the results to ``out_dir``. Raises
-    :class:`~kernelwright.errors.InputError` when the problem cannot be captured or no template covers any of it."""
-    from kernelwright.config import config
-    from kernelwright.search.outputs import write_outputs
+             progress: Progress | None = None, families: Iterable[Family] | None = None,
+             db_path: Path | None = None) -> OptimizeResult:
+    """Search the template space for ``problem``; write the results to ``out_dir`` and the run database
+    (``db_path``, default ``config.cache_dir / "runs.sqlite"``). Raises :class:`~kernelwright.errors.InputError`
+    when the problem cannot be captured or no template covers any of it."""
     from kernelwright.verify.verifier import resolve_device
 
     started = time.monotonic()
@@ -205,16 +180,31 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(device)
     progress = progress or Progress()
-    arch = arch or _local_arch(device) or config.arch
+    arch = target_arch(device, arch)
     the_plan, builder = template_builder(problem, out / "candidates", arch=arch, policy=policy, families=families)
-    spaces = builder.spaces
-    evaluator = evaluator or _default_evaluator(problem, device, arch, policy)
+    evaluator = evaluator or evaluator_for(problem, device, arch, policy)
+    record = _RunRecord(Path(problem), arch=arch, device=device, policy=policy, budget_s=budget_s, out=out,
+                        db_path=db_path)
+    try:
+        result = _search(the_plan, builder, evaluator, progress, record, started=started, budget_s=budget_s,
+                         out=out, arch=arch, device=device, policy=policy)
+    except BaseException as exc:
+        record.fail(exc)
+        raise
+    record.finish(result)
+    return result
+
+
+def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, progress: Progress,
+            record: _RunRecord, *, started: float, budget_s: float, out: Path, arch: str, device: str,
+            policy: Policy) -> OptimizeResult:
+    """Tune (on a GPU), verify the finalists fastest first, write the outputs; Ctrl-C still writes the best so far."""
     outcomes: dict[int, Outcome] = {}
     interrupted = False
     deadline = started + budget_s * (0.75 if evaluator.timed else 1.0)  # keep a quarter for the finalists
     try:
         if evaluator.timed:
-            default = _tune(builder, evaluator, deadline, progress, outcomes)
+            default = _tune(builder, evaluator, deadline, progress, outcomes, record)
             finalists = sorted((o for o in outcomes.values() if o.median_ms is not None),
                                key=lambda o: o.median_ms or 0.0)[:FINALISTS]
             if not finalists and default.index not in outcomes:
@@ -223,7 +213,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
                 # verifier's protocol, which times it, rather than the run ending with nothing.
                 finalists = [Outcome(candidate=default, status="built")]
         else:
-            default = builder.build(tuple(0 for _ in spaces), "default")
+            default = builder.build(tuple(0 for _ in builder.spaces), "default")
             finalists = [Outcome(candidate=default, status="built")]
             progress.built = builder.count
         for finalist in finalists:
@@ -233,8 +223,13 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
             progress.show(force=True)
             verdict = evaluator.verify(finalist.candidate, compile_baseline=evaluator.timed)
             outcomes[finalist.candidate.index] = replace(finalist, status=str(verdict.status), verdict=verdict)
+            record.outcome(outcomes[finalist.candidate.index])
             progress.verified += 1
             progress.baseline_ms = (verdict.timing.get("eager") or {}).get("median_ms") or progress.baseline_ms
+            # The line ends on the verdict, not on "(verifying ...)": the verified median replaces the tuner's.
+            progress.best_ms = (verdict.timing.get("candidate") or {}).get("median_ms") or progress.best_ms
+            progress.note = f"(c{finalist.candidate.index:03d} {verdict.status}" + (
+                "; not timed: no GPU)" if not evaluator.timed else ")")
             if verdict.passed:
                 break
     except KeyboardInterrupt:
@@ -250,50 +245,6 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
     return result
 
 
-def template_builder(problem: str | Path, directory: Path, *, arch: str, policy: Policy = DEFAULT_POLICY,
-                     families: Iterable[Family] | None = None) -> tuple[Plan, CandidateBuilder]:
-    """Capture and plan ``problem``; a builder of candidate files over the families' configuration spaces. Raises
-    :class:`~kernelwright.errors.InputError` when the problem cannot be captured or no template covers any of it."""
-    from kernelwright.errors import InputError
-    from kernelwright.generate.graph import capture
-    from kernelwright.generate.plan import load_families, plan
-
-    graph = capture(problem)
-    family_list = list(families) if families is not None else load_families()
-    by_name = {f.name: f for f in family_list}
-    the_plan = plan(graph, family_list)
-    if not the_plan.groups:
-        ops = sorted({graph.node(n).op for n in the_plan.uncovered}) or ["(none)"]
-        raise InputError(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
-                         "use --generator llm for it")
-    spaces = [by_name[g.family].space(graph, g, arch, policy) for g in the_plan.groups]
-    return the_plan, CandidateBuilder(the_plan, by_name, spaces, directory, title=_title(graph.problem.path))
-
-
-def _title(problem: Path) -> str:
-    return f"kernelwright candidate for {problem.name}"
-
-
-def same_candidate_at(problem: str | Path, candidate: Candidate, size_overrides: Mapping[str, int]) -> bool:
-    """Whether the templates write exactly ``candidate``'s file for the problem at ``size_overrides`` (same groups,
-    same configurations): then nothing in it depends on those sizes, and proving it there proves the file."""
-    from kernelwright.generate.emit import emit
-    from kernelwright.generate.graph import capture
-    from kernelwright.generate.plan import load_families, plan
-
-    try:
-        graph = capture(problem, size_overrides=size_overrides)
-        families = {f.name: f for f in load_families()}
-        the_plan = plan(graph, list(families.values()))
-        if len(the_plan.groups) != len(candidate.configs):
-            return False
-        source = emit(the_plan, families, candidate.configs, title=_title(graph.problem.path))
-    except Exception as exc:  # noqa: BLE001 - a problem that does not capture at those sizes: not the same
-        log.info("the candidate could not be rewritten at %s: %s", dict(size_overrides), exc)
-        return False
-    return source == candidate.path.read_text()
-
-
 def _best(outcomes: Iterable[Outcome]) -> Outcome | None:
     """A verified pass beats everything; among passes the fastest; without any, the fastest timed candidate."""
     outcomes = list(outcomes)
@@ -304,24 +255,3 @@ def _best(outcomes: Iterable[Outcome]) -> Outcome | None:
     if timed:
         return min(timed, key=lambda o: o.median_ms or 0.0)
     return outcomes[0] if outcomes else None
-
-
-def _local_arch(device: str) -> str | None:
-    if device != "cuda":
-        return None
-    try:
-        from kernelwright.hardware import local_gpu
-
-        gpu = local_gpu()
-        return gpu.arch if gpu else None
-    except Exception:
-        return None
-
-
-def _default_evaluator(problem: str | Path, device: str, arch: str, policy: Policy) -> Evaluator:
-    from kernelwright.search.evaluate import CpuEvaluator, GpuEvaluator
-
-    if device == "cuda":
-        return GpuEvaluator(Path(problem), policy=policy)
-    return CpuEvaluator(Path(problem), arch=arch, policy=policy)
-

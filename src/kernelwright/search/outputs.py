@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kernelwright.search.llm_search import SearchResult
-    from kernelwright.search.optimize import OptimizeResult
+    from kernelwright.search.records import OptimizeResult, SearchResult
     from kernelwright.verify.records import Verdict
 
 

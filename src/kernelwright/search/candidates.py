@@ -1,0 +1,87 @@
+"""Candidate files from the template library: capture and plan a problem, then write one ``ModelNew`` file per choice
+of configurations (each choice once, by content)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Family, Policy
+from kernelwright.generate.plan import Plan
+from kernelwright.search.records import Candidate
+
+log = logging.getLogger(__name__)
+
+
+class CandidateBuilder:
+    """Emits candidate files for choices of configurations, once each (by content)."""
+
+    def __init__(self, the_plan: Plan, families: Mapping[str, Family], spaces: Sequence[Sequence[Config]],
+                 directory: Path, title: str) -> None:
+        self.plan, self.families, self.spaces = the_plan, families, spaces
+        self.directory = directory
+        self.title = title
+        self.by_choice: dict[tuple[int, ...], Candidate] = {}
+        self.count = 0
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def build(self, choice: tuple[int, ...], label: str) -> Candidate:
+        from kernelwright.generate.emit import emit
+
+        if choice in self.by_choice:
+            return self.by_choice[choice]
+        configs = tuple(space[i] for space, i in zip(self.spaces, choice))
+        source = emit(self.plan, self.families, configs, title=self.title)
+        path = self.directory / f"c{self.count:03d}.py"
+        path.write_text(source)
+        candidate = Candidate(index=self.count, label=label, choice=choice, configs=configs, path=path,
+                              sha256=hashlib.sha256(source.encode()).hexdigest())
+        self.count += 1
+        self.by_choice[choice] = candidate
+        return candidate
+
+
+def template_builder(problem: str | Path, directory: Path, *, arch: str, policy: Policy = DEFAULT_POLICY,
+                     families: Iterable[Family] | None = None) -> tuple[Plan, CandidateBuilder]:
+    """Capture and plan ``problem``; a builder of candidate files over the families' configuration spaces. Raises
+    :class:`~kernelwright.errors.InputError` when the problem cannot be captured or no template covers any of it."""
+    from kernelwright.errors import InputError
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import load_families, plan
+
+    graph = capture(problem)
+    family_list = list(families) if families is not None else load_families()
+    by_name = {f.name: f for f in family_list}
+    the_plan = plan(graph, family_list)
+    if not the_plan.groups:
+        ops = sorted({graph.node(n).op for n in the_plan.uncovered}) or ["(none)"]
+        raise InputError(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
+                         "use --generator llm for it")
+    spaces = [by_name[g.family].space(graph, g, arch, policy) for g in the_plan.groups]
+    return the_plan, CandidateBuilder(the_plan, by_name, spaces, directory, title=_title(graph.problem.path))
+
+
+def _title(problem: Path) -> str:
+    return f"kernelwright candidate for {problem.name}"
+
+
+def same_candidate_at(problem: str | Path, candidate: Candidate, size_overrides: Mapping[str, int]) -> bool:
+    """Whether the templates write exactly ``candidate``'s file for the problem at ``size_overrides`` (same groups,
+    same configurations): then nothing in it depends on those sizes, and proving it there proves the file."""
+    from kernelwright.generate.emit import emit
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import load_families, plan
+
+    try:
+        graph = capture(problem, size_overrides=size_overrides)
+        families = {f.name: f for f in load_families()}
+        the_plan = plan(graph, list(families.values()))
+        if len(the_plan.groups) != len(candidate.configs):
+            return False
+        source = emit(the_plan, families, candidate.configs, title=_title(graph.problem.path))
+    except Exception as exc:  # noqa: BLE001 - a problem that does not capture at those sizes: not the same
+        log.info("the candidate could not be rewritten at %s: %s", dict(size_overrides), exc)
+        return False
+    return source == candidate.path.read_text()

@@ -1,0 +1,84 @@
+"""The search's records: candidates, what is known of them, the evaluator's interface and the two loops' results.
+
+The template search (:mod:`~kernelwright.search.optimize`), the LLM search (:mod:`~kernelwright.search.llm_search`),
+the evaluators (:mod:`~kernelwright.search.evaluate`) and the outputs writer (:mod:`~kernelwright.search.outputs`)
+all speak these; none of them imports another for its types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
+from kernelwright.generate.plan import Plan
+from kernelwright.search.strategies import Entry
+from kernelwright.verify.records import Verdict
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    index: int
+    label: str  # "default", or which group's configuration changed
+    choice: tuple[int, ...]  # per group: the index of its configuration in the family's space
+    configs: tuple[Mapping[str, Any], ...]
+    path: Path
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What is known about one candidate so far."""
+
+    candidate: Candidate
+    status: str  # "built", "timed", "wrong", "failed", or the verdict's status once verified
+    median_ms: float | None = None
+    error: str | None = None
+    verdict: Verdict | None = None
+
+
+class Evaluator(Protocol):
+    timed: bool  # whether this evaluator measures time (a GPU)
+
+    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
+        """Quick correctness check and timing of each candidate, yielded as each finishes; candidates not reached
+        by ``deadline`` (``time.monotonic()``) are left out."""
+
+    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
+        """The verifier's full protocol."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizeResult:
+    problem: Path
+    out_dir: Path
+    plan: Plan
+    outcomes: tuple[Outcome, ...]
+    best: Outcome | None
+    timed: bool
+    interrupted: bool
+    elapsed_s: float
+    arch: str
+    device: str
+    policy: Policy = DEFAULT_POLICY
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    run_id: int
+    problem: Path
+    out_dir: Path
+    strategy: str
+    entries: tuple[Entry, ...]
+    best: Entry | None
+    stop_reason: str
+    interrupted: bool
+    elapsed_s: float
+    usage: Mapping[str, Any]
+    scaling: Mapping[str, Any]
+    device: str
+    arch: str
+    timed: bool
+    policy: Policy = DEFAULT_POLICY
