@@ -1,0 +1,7 @@
+"""Isolation: every job that runs code kernelwright did not write (references, candidates, baselines, the tuning
+worker, the problem and export probes) runs in a child process under one policy — its own process group, a time
+limit, an address-space limit where no GPU is in play, a scrubbed environment — and reports through a pipe.
+
+``process`` is the parent's side (:func:`~kernelwright.isolation.process.run_child`), ``child`` the child's
+(the job registry and :class:`~kernelwright.isolation.child.Channel`).
+"""
