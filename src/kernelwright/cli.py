@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kernelwright {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        from kernelwright.verify.isolate import kill_running_children
+        from kernelwright.isolation.process import kill_running_children
 
         kill_running_children(stopping=True)  # verifies in worker threads never saw the interrupt
         print(f"kernelwright {args.command}: interrupted", file=sys.stderr)

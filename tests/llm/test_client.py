@@ -365,7 +365,7 @@ def test_close_can_cancel_pending_calls(fake_llm):
 
 def test_a_key_in_a_plainly_named_variable_never_reaches_a_verifier_child(tmp_path, monkeypatch):
     """api_key_env may name a variable that does not look like a credential; the children must not see it."""
-    from kernelwright.verify.isolate import scrubbed_environment
+    from kernelwright.isolation.process import scrubbed_environment
 
     monkeypatch.setenv("MY_LLM", "sk-plainly-named-0123")
     monkeypatch.setenv("MY_LLM_COPY", "sk-plainly-named-0123")  # the same value under another name

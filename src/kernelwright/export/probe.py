@@ -8,22 +8,19 @@ forward the way ``torch.compile`` traces a ``triton_op`` — fake CUDA tensors, 
 AOTAutograd's functionalisation — to see every kernel launch reach the graph as a
 ``triton_kernel_wrapper_functional`` node. That needs no GPU.
 
-The code is the runs' own, so the CLI runs the probe in a child process (``python -m kernelwright.export.probe
-SPEC.json OUT.json``) with a timeout and a scrubbed environment; :func:`kernelwright.load`, which imports the code
-anyway, runs it in-process.
+The code is the runs' own, so the CLI runs the probe as an isolated job (``export_probe``, under
+:mod:`kernelwright.isolation`'s policy: its own process group, a time limit, a scrubbed environment, a memory limit
+where no GPU is visible); :func:`kernelwright.load`, which imports the code anyway, runs it in-process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import keyword
 import logging
 import os
 import re
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,23 +43,40 @@ def run_probe(spec: dict[str, Any], *, isolate: bool = True, timeout_s: float = 
             return probe(spec)
         except ProbeError as exc:
             return {"ok": False, "message": str(exc)}
-    from kernelwright.verify.isolate import scrubbed_environment
+    import shutil
 
-    with tempfile.TemporaryDirectory(prefix="kernelwright-export-probe-") as scratch:
-        spec_path, out_path = Path(scratch) / "spec.json", Path(scratch) / "probe.json"
-        spec_path.write_text(json.dumps(spec))
-        env = scrubbed_environment({"TRITON_INTERPRET": "0"})
-        try:
-            proc = subprocess.run([sys.executable, "-m", "kernelwright.export.probe", str(spec_path), str(out_path)],
-                                  cwd=scratch, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return {"ok": False, "message": f"probing the problem and variants took more than {timeout_s:.0f} s"}
-        if out_path.is_file():
-            return json.loads(out_path.read_text())
-        lines = [line for line in (proc.stderr or "").splitlines() if line.strip()]
-        return {"ok": False, "message": f"the probe process exited with status {proc.returncode}"
-                                        + (f": {lines[-1][:300]}" if lines else "")}
+    import torch
+
+    from kernelwright.isolation.process import job_environment, memory_limit, run_child
+
+    workdir = Path(tempfile.mkdtemp(prefix="kernelwright-export-probe-"))
+    try:
+        # The real Triton front end, never the interpreter: the probe traces launches the way torch.compile does.
+        run = run_child("export_probe", spec, workdir=workdir, timeout_s=timeout_s,
+                        env_extra={**job_environment(None), "TRITON_INTERPRET": "0"},
+                        memory_limit_bytes=0 if torch.cuda.is_available() else memory_limit("cpu"))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if run.timed_out:
+        return {"ok": False, "message": f"probing the problem and variants took more than {timeout_s:.0f} s"}
+    result = run.last("export_probe")
+    if result is not None:
+        return result["result"]
+    error = run.last("error")
+    if error is not None:
+        return {"ok": False, "message": f"the probe failed: {error.get('message', '')[:300]}"}
+    lines = [line for line in run.stderr_tail.splitlines() if line.strip()]
+    return {"ok": False, "message": f"the probe process {run.describe_exit()}" + (f": {lines[-1][:300]}" if lines
+                                                                                else "")}
+
+
+def run_export_probe_job(spec: dict[str, Any], channel: Any) -> None:
+    """The ``export_probe`` job (isolation/child.py): :func:`probe`, its one-line failure as data."""
+    try:
+        result = probe(spec)
+    except ProbeError as exc:
+        result = {"ok": False, "message": str(exc)}
+    channel.send("export_probe", result=result)
 
 
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
@@ -460,18 +474,3 @@ def _fake(spec: dict[str, Any], device: str) -> Any:
     if spec.get("kind", "tensor") in ("tensor", "parameter", "buffer"):
         return torch.empty(spec["shape"], dtype=getattr(torch, spec["dtype"]), device=device)
     return spec["value"]
-
-
-def main(argv: list[str]) -> int:
-    spec_path, out_path = argv
-    spec = json.loads(Path(spec_path).read_text())
-    try:
-        result = probe(spec)
-    except ProbeError as exc:
-        result = {"ok": False, "message": str(exc)}
-    Path(out_path).write_text(json.dumps(result))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -206,7 +206,7 @@ def _executed_evidence(args: argparse.Namespace, summaries: list[Any]) -> dict[s
     import sys
 
     from kernelwright.inspect import ncu
-    from kernelwright.verify.isolate import scrubbed_environment
+    from kernelwright.isolation.process import scrubbed_environment
 
     program = [sys.executable, "-m", "kernelwright.inspect.ncu_driver", str(args.path), "--problem", str(args.problem)]
     launches = ncu.run_ncu(program, env=scrubbed_environment())

@@ -268,7 +268,7 @@ def _find_key(url: str, api_key_env: str | None, env: Mapping[str, str]) -> tupl
     for name in candidates:
         value = env.get(name, "").strip()
         if value:
-            from kernelwright.verify.isolate import register_secret
+            from kernelwright.isolation.process import register_secret
 
             register_secret(name)  # whatever its name, it never reaches the verifier's children
             return value, name

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelwright.verify.child import Channel
+from kernelwright.isolation.child import Channel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,12 +30,13 @@ class ProbeResult:
 
 def probe_problem(path: str | Path, *, device: str, timeout_s: float = 300.0,
                   max_elements: int = 1 << 18) -> ProbeResult:
-    from kernelwright.verify.isolate import run_child
+    from kernelwright.isolation.process import run_child
 
     workdir = Path(tempfile.mkdtemp(prefix="kernelwright-probe-"))
     try:
         run = run_child("probe", {"problem": str(Path(path).resolve()), "device": device,
-                                  "max_elements": max_elements}, workdir=workdir, timeout_s=timeout_s)
+                                  "max_elements": max_elements}, workdir=workdir, timeout_s=timeout_s,
+                        device=device)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     error = run.last("error")

@@ -85,7 +85,7 @@ class GpuEvaluator:
     timed: bool = True
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
-        from kernelwright.verify.isolate import run_child
+        from kernelwright.isolation.process import run_child
 
         pending = list(candidates)
         restarts = 0
@@ -110,9 +110,8 @@ class GpuEvaluator:
                 "timing": {"min_reps": config.timing_min_reps, "max_reps": config.timing_max_reps,
                            "target_ms": min(config.timing_target_ms, 200.0), "warmup_ms": config.timing_warmup_ms},
             }
-            env = {"TRITON_CACHE_DIR": str(Path(config.cache_dir) / "triton")}
             try:
-                run = run_child("tune", spec, workdir=workdir, timeout_s=timeout_s, env_extra=env)
+                run = run_child("tune", spec, workdir=workdir, timeout_s=timeout_s, device="cuda")
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
             by_index = {c.index: c for c in pending}

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelwright.isolation.child import Channel, short_traceback
 from kernelwright.verify import runtime
-from kernelwright.verify.child import Channel, short_traceback
 
 
 def run_tune_job(spec: dict[str, Any], channel: Channel) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.hardware import gpu_lock
+from kernelwright.isolation.child import Channel, short_traceback
 from kernelwright.verify import runtime
-from kernelwright.verify.child import Channel, short_traceback
 
 COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
 

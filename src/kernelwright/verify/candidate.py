@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelwright.isolation.child import Channel, JobFailure, short_traceback
 from kernelwright.verify import runtime
-from kernelwright.verify.child import Channel, JobFailure, short_traceback
 
 CANDIDATE_MODULE = "kernelwright_candidate"
 LATE_WRITE_WAIT_S = 0.02

@@ -15,10 +15,10 @@ from typing import Any
 import torch
 
 from kernelwright.hardware import gpu_lock
+from kernelwright.isolation.child import Channel, JobFailure, short_traceback
 from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
 from kernelwright.verify import roofline, runtime, tensors, trials
-from kernelwright.verify.child import Channel, JobFailure, short_traceback
 
 PROBLEM_MODULE = "kernelwright_problem"
 SCALE_FACTORS = (64.0, 8.0)

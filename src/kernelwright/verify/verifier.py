@@ -1,7 +1,7 @@
 """The verifier's orchestration: reference child → candidate child → judgement → baselines → verdict.
 
 The parent never imports the problem or the candidate and never touches the GPU; it plans the trials, starts the
-children (:mod:`kernelwright.verify.isolate`), holds the reference's answers in memory only while the candidate
+children (:mod:`kernelwright.isolation.process`), holds the reference's answers in memory only while the candidate
 runs (they are deleted from disk first), judges every output (:mod:`kernelwright.verify.compare`), and assembles a
 :class:`~kernelwright.verify.records.Verdict`. Candidate failures of every kind are verdicts; only unusable
 *input* (a missing file, a broken problem) raises :class:`~kernelwright.errors.InputError`.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
 import secrets
 import shutil
@@ -26,10 +25,10 @@ from typing import Any
 from kernelwright import __version__
 from kernelwright.config import config
 from kernelwright.errors import ConfigError, InputError
+from kernelwright.isolation.process import ChildRun, run_child
 from kernelwright.problem.files import CandidateFile, ProblemFile, read_candidate, read_problem
 from kernelwright.records import Finding, ProblemTraits, Severity, Status
 from kernelwright.verify import compare, trials
-from kernelwright.verify.isolate import ChildRun, run_child
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
 
 log = logging.getLogger(__name__)
@@ -45,19 +44,6 @@ INTEGRITY_CODES = frozenset({
 
 # Copies and fills: in nearly every program, so not evidence that a candidate re-runs the reference.
 _TRIVIAL_KERNEL = re.compile(r"memcpy|memset|fill|copy|zero|clone|contiguous", re.I)
-
-
-def _child_memory_limit() -> int:
-    """Bytes of address space a CPU child may take: a candidate that allocates without end gets an out-of-memory
-    verdict instead of taking the machine (and the parent) down with it."""
-    if config.child_memory_gb < 0:
-        return 0
-    if config.child_memory_gb > 0:
-        return int(config.child_memory_gb * (1 << 30))
-    try:
-        return int(0.75 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 0
 
 
 def _trials_without_own(messages: list[dict[str, Any]]) -> list[int]:
@@ -222,7 +208,6 @@ class _Verification:
         self.timeout = float(opts.timeout_s or config.timeout_s)
         self.plan = trials.plan_trials(seed, opts.trials or config.trials,
                                        distribution=opts.distribution_trials, second_shape=opts.shape_trial)
-        self.env = self._child_env()
         self.device_facts: dict[str, Any] = {"type": device}
         self.traits: ProblemTraits | None = None
         self.work: Any = None
@@ -237,22 +222,8 @@ class _Verification:
                                allowed_unit_roundoff=self.allowed_roundoff)
 
     # -- children -----------------------------------------------------------------------------------------------
-    def _child_env(self) -> dict[str, str]:
-        cache = Path(config.cache_dir)
-        env = {
-            "TRITON_CACHE_DIR": str(cache / "triton"),
-            "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
-            "KERNELWRIGHT_CACHE_DIR": str(cache),
-        }
-        if self.device == "cpu":
-            env["TRITON_INTERPRET"] = "1"
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        return env
-
     def _run(self, job: str, spec: dict[str, Any], timeout: float | None = None) -> ChildRun:
-        memory = _child_memory_limit() if self.device == "cpu" else 0  # an address-space limit breaks CUDA
-        return run_child(job, spec, workdir=self.workdir, timeout_s=timeout or self.timeout,
-                         env_extra=self.env, memory_limit_bytes=memory)
+        return run_child(job, spec, workdir=self.workdir, timeout_s=timeout or self.timeout, device=self.device)
 
     # -- the whole protocol -------------------------------------------------------------------------------------
     @contextlib.contextmanager

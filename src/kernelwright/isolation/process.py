@@ -1,10 +1,14 @@
 """Running untrusted (and merely fallible) code in a child process — DESIGN.md rule 1.
 
-Every job of the verifier (the reference, the candidate, the baselines) runs as ``python -m
-kernelwright.verify.child JOB SPEC.json`` in a fresh process:
+Every job that runs code kernelwright did not write itself — the verifier's reference, candidate and baselines,
+the tuning worker, the problem probe, the export probe — runs as ``python -m kernelwright.isolation.child JOB
+SPEC.json FD`` in a fresh process, under one policy:
 
 - a new session (process group), so a hang is ended by killing the whole group, grandchildren included;
 - a scratch working directory and an environment without credentials (``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``…);
+- a time limit, and on a machine without a GPU an address-space limit (:func:`memory_limit`; it would break
+  CUDA), and one set of variables for every job (:func:`job_environment`: kernelwright's caches, and the Triton
+  interpreter with no GPU visible for a CPU job);
 - stdout/stderr go to files, of which the last lines become part of the verdict;
 - results come back as JSON lines on a dedicated pipe, and tensors as files that the parent loads with
   ``torch.load(weights_only=True)`` — never an unpickle of untrusted data.
@@ -231,16 +235,57 @@ def _not_inspectable() -> Iterator[None]:
                 libc.prctl(pr_set_dumpable, _DUMPABLE_BEFORE, 0, 0, 0)
 
 
+def memory_limit(device: str | None) -> int:
+    """Bytes of address space a child may take: on the CPU, a candidate that allocates without end gets an
+    out-of-memory verdict instead of taking the machine (and the parent) down with it; none where CUDA may run (an
+    address-space limit breaks it)."""
+    from kernelwright.config import config
+
+    if device != "cpu" or config.child_memory_gb < 0:
+        return 0
+    if config.child_memory_gb > 0:
+        return int(config.child_memory_gb * (1 << 30))
+    try:
+        return int(0.75 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def job_environment(device: str | None) -> dict[str, str]:
+    """The variables every job on ``device`` gets (on top of the scrubbed environment): kernelwright's caches, so
+    compiled kernels are shared between jobs; on the CPU the Triton interpreter, with no GPU visible."""
+    from kernelwright.config import config
+
+    cache = Path(config.cache_dir)
+    env = {
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+        "KERNELWRIGHT_CACHE_DIR": str(cache),
+    }
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
 def run_child(
     job: str,
     spec: Mapping[str, Any],
     *,
     workdir: Path,
     timeout_s: float,
+    device: str | None = None,
     env_extra: Mapping[str, str] | None = None,
-    memory_limit_bytes: int = 0,
+    memory_limit_bytes: int | None = None,
 ) -> ChildRun:
-    """Run ``kernelwright.verify.child JOB`` with ``spec`` in a fresh process and collect what it reports."""
+    """Run ``kernelwright.isolation.child JOB`` with ``spec`` in a fresh process and collect what it reports.
+
+    ``device`` ("cpu" or "cuda") applies the policy's environment and memory limit (:func:`job_environment`,
+    :func:`memory_limit`); ``env_extra`` and ``memory_limit_bytes`` override them."""
+    if memory_limit_bytes is None:
+        memory_limit_bytes = memory_limit(device)
+    if device is not None:
+        env_extra = {**job_environment(device), **(env_extra or {})}
     if _STOPPING.is_set():
         raise KeyboardInterrupt("kernelwright is stopping: no new child process")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -253,7 +298,7 @@ def run_child(
 
     read_fd, write_fd = os.pipe()
     env = scrubbed_environment(env_extra)
-    cmd = [sys.executable, "-m", "kernelwright.verify.child", job, str(spec_path), str(write_fd)]
+    cmd = [sys.executable, "-m", "kernelwright.isolation.child", job, str(spec_path), str(write_fd)]
 
     def limit_memory() -> None:  # runs in the child between fork and exec
         if memory_limit_bytes > 0:

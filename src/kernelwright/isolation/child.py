@@ -1,4 +1,4 @@
-"""Entry point of the verifier's child processes: ``python -m kernelwright.verify.child JOB SPEC.json FD``.
+"""Entry point of every isolated job: ``python -m kernelwright.isolation.child JOB SPEC.json FD``.
 
 The child reports through :class:`Channel` — JSON lines on the inherited pipe ``FD`` — and writes tensors to files
 the parent loads with ``weights_only=True``. Any exception in a job becomes an ``error`` message with a
@@ -20,6 +20,7 @@ JOBS: dict[str, str] = {
     "baseline": "kernelwright.verify.baseline:run_baseline_job",
     "tune": "kernelwright.search.worker:run_tune_job",
     "probe": "kernelwright.problem.probe:run_probe_job",
+    "export_probe": "kernelwright.export.probe:run_export_probe_job",
 }
 
 
@@ -70,7 +71,7 @@ def _resolve(target: str) -> Callable[[dict[str, Any], Channel], None]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3 or argv[0] not in JOBS:
-        print(f"usage: python -m kernelwright.verify.child {{{'|'.join(JOBS)}}} SPEC.json FD", file=sys.stderr)
+        print(f"usage: python -m kernelwright.isolation.child {{{'|'.join(JOBS)}}} SPEC.json FD", file=sys.stderr)
         return 2
     job, spec_path, fd = argv[0], argv[1], int(argv[2])
     channel = Channel(fd)
@@ -105,7 +106,7 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     # Run the copy imported under its real name, so that JobFailure raised by the jobs (which import
-    # kernelwright.verify.child) is the class main() catches — not a twin defined in __main__.
-    from kernelwright.verify.child import main as _main
+    # kernelwright.isolation.child) is the class main() catches — not a twin defined in __main__.
+    from kernelwright.isolation.child import main as _main
 
     raise SystemExit(_main(sys.argv[1:]))

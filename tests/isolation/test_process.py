@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.verify.isolate import _read_channel, run_child, scrubbed_environment
+from kernelwright.isolation.process import _read_channel, run_child, scrubbed_environment
 
 
 def test_credentials_are_removed_and_the_rest_kept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,3 +57,37 @@ def test_malformed_messages_are_protocol_errors_not_crashes() -> None:
     _read_channel(read_fd, messages, errors)
     assert [m["event"] for m in messages] == ["trial", "done"]
     assert len(errors) == 3 and any("unparseable" in e for e in errors) and any("truncated" in e for e in errors)
+
+
+def test_one_policy_for_every_job_by_device(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kernelwright.isolation.process import job_environment, memory_limit
+
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
+    cpu, gpu = job_environment("cpu"), job_environment("cuda")
+    assert cpu["TRITON_INTERPRET"] == "1" and cpu["CUDA_VISIBLE_DEVICES"] == ""
+    assert "TRITON_INTERPRET" not in gpu and "CUDA_VISIBLE_DEVICES" not in gpu
+    assert cpu["TRITON_CACHE_DIR"] == gpu["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
+    monkeypatch.setenv("KERNELWRIGHT_CHILD_MEMORY_GB", "2")
+    assert memory_limit("cpu") == 2 << 30
+    assert memory_limit("cuda") == 0 and memory_limit(None) == 0  # an address-space limit would break CUDA
+    monkeypatch.setenv("KERNELWRIGHT_CHILD_MEMORY_GB", "-1")
+    assert memory_limit("cpu") == 0
+
+
+def test_a_cpu_job_gets_the_memory_limit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A job on the CPU that allocates past the limit dies with an out-of-memory error, not the machine."""
+    monkeypatch.setenv("KERNELWRIGHT_CHILD_MEMORY_GB", "1")
+    problem = tmp_path / "hungry_problem.py"
+    problem.write_text(
+        "import torch, torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x\n"
+        "def get_inputs():\n"
+        "    return [torch.empty(1 << 30, dtype=torch.float32)]\n"  # 4 GiB
+        "def get_init_inputs():\n"
+        "    return []\n")
+    from kernelwright.problem.probe import probe_problem
+
+    result = probe_problem(problem, device="cpu", timeout_s=120)
+    assert not result.ok and "memory" in result.message.lower(), result.message
