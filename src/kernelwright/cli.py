@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "hw": "kernelwright.hardware.cli",
     "runs": "kernelwright.search.runs_cli",
     "export": "kernelwright.export.cli",
+    "bench": "kernelwright.bench.cli",
 }
 
 EXIT_BAD_INPUT = 2

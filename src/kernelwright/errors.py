@@ -24,3 +24,8 @@ class ConfigError(KernelwrightError):
 
 class ToolchainError(KernelwrightError):
     """A required external tool (nvcc, ptxas, cuobjdump, nvdisasm, ncu) is missing or too old."""
+
+
+class UnsupportedProblem(InputError):
+    """The problem is valid but no template covers any of it: the template generator cannot help (the LLM can).
+    ``kernelwright bench`` scores it ``unsupported`` with the operators named, not as a bad input."""

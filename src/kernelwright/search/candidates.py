@@ -47,7 +47,7 @@ def template_builder(problem: str | Path, directory: Path, *, arch: str, policy:
                      families: Iterable[Family] | None = None) -> tuple[Plan, CandidateBuilder]:
     """Capture and plan ``problem``; a builder of candidate files over the families' configuration spaces. Raises
     :class:`~kernelwright.errors.InputError` when the problem cannot be captured or no template covers any of it."""
-    from kernelwright.errors import InputError
+    from kernelwright.errors import UnsupportedProblem
     from kernelwright.generate.graph import capture
     from kernelwright.generate.plan import load_families, plan
 
@@ -57,7 +57,7 @@ def template_builder(problem: str | Path, directory: Path, *, arch: str, policy:
     the_plan = plan(graph, family_list)
     if not the_plan.groups:
         ops = sorted({graph.node(n).op for n in the_plan.uncovered}) or ["(none)"]
-        raise InputError(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
+        raise UnsupportedProblem(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
                          "use --generator llm for it")
     spaces = [by_name[g.family].space(graph, g, arch, policy) for g in the_plan.groups]
     return the_plan, CandidateBuilder(the_plan, by_name, spaces, directory, title=_title(graph.problem.path))

@@ -12,12 +12,18 @@ HELP = "write a verified kernel for a problem: the template library (no network)
 
 
 def parse_budget(text: str) -> float:
-    """'90', '90s', '3m', '1h' -> seconds."""
+    """'90s', '3m', '1h' -> seconds. A number without a unit is refused (is 5 seconds or minutes?), and so is a
+    budget of nothing."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(f"budget {text!r} is not a duration such as 90s, 3m or 1h")
-    value = float(match.group(1))
-    return value * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+    if not match.group(2):
+        raise argparse.ArgumentTypeError(f"budget {text!r} has no unit: write {match.group(1)}s or "
+                                         f"{match.group(1)}m")
+    value = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"budget {text!r} leaves no time: give at least 1s")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -129,6 +129,18 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             verdict_id INTEGER REFERENCES verdicts(id),
             UNIQUE (run_id, sha256))""",
     ),
+    (  # 2: kernelwright bench — one row per problem and key, and the baselines' timings reused across benches
+        """CREATE TABLE bench_results (
+            key TEXT PRIMARY KEY,
+            problem_sha256 TEXT NOT NULL,
+            problem_name TEXT NOT NULL,
+            row_json TEXT NOT NULL,
+            created REAL NOT NULL)""",
+        """CREATE TABLE baselines (
+            key TEXT PRIMARY KEY,
+            timing_json TEXT NOT NULL,
+            created REAL NOT NULL)""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -501,6 +513,32 @@ class RunDB:
             device=r["device"], candidates=r["n_candidates"], passed=r["n_passed"], best_ms=r["best_ms"],
             best_speedup=r["best_speedup"], llm_calls=r["n_calls"], tokens=int(r["tokens"]), cost_usd=r["cost_usd"],
         ) for r in rows]
+
+    # -- kernelwright bench ---------------------------------------------------------------------------------------
+    def bench_result(self, key: str) -> dict[str, Any] | None:
+        """A bench row stored under ``key`` (problem content, device, versions, settings), or None."""
+        with self._read() as conn:
+            row = conn.execute("SELECT row_json FROM bench_results WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def store_bench_result(self, key: str, problem_sha256: str, problem_name: str, row: Mapping[str, Any]) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT INTO bench_results (key, problem_sha256, problem_name, row_json, created) "
+                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET row_json = excluded.row_json, "
+                         "created = excluded.created",
+                         (key, problem_sha256, problem_name, json.dumps(dict(row), default=str), time.time()))
+
+    def baseline_timings(self, key: str) -> tuple[dict[str, Any], float] | None:
+        """Baseline timings (eager, torch.compile, ...) stored under ``key``, with when they were measured."""
+        with self._read() as conn:
+            row = conn.execute("SELECT timing_json, created FROM baselines WHERE key = ?", (key,)).fetchone()
+        return (json.loads(row[0]), float(row[1])) if row else None
+
+    def store_baseline_timings(self, key: str, timing: Mapping[str, Any]) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT INTO baselines (key, timing_json, created) VALUES (?, ?, ?) ON CONFLICT (key) "
+                         "DO UPDATE SET timing_json = excluded.timing_json, created = excluded.created",
+                         (key, json.dumps(dict(timing), default=str), time.time()))
 
     def _status(self, row: sqlite3.Row) -> str:
         if row["status"] == "running" and row["host"] == self._host and not _process_alive(row["pid"],

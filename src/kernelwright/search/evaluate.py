@@ -7,8 +7,9 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kernelwright.config import config
 from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
@@ -83,6 +84,8 @@ class GpuEvaluator:
     policy: Policy = DEFAULT_POLICY
     seed: int = 0
     timed: bool = True
+    # More verification options for the finalists (``kernelwright bench``: compile modes, reused baselines).
+    verify_options: dict[str, Any] = field(default_factory=dict)
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         from kernelwright.isolation.process import run_child
@@ -153,8 +156,10 @@ class GpuEvaluator:
     def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
         from kernelwright.verify.verifier import verify
 
+        extra = dict(self.verify_options)
+        compile_baseline = compile_baseline and extra.pop("compile_baseline", True)
         return verify(self.problem, candidate.path,
-                      _options(self.policy, device="cuda", compile_baseline=compile_baseline))
+                      _options(self.policy, device="cuda", compile_baseline=compile_baseline, **extra))
 
 
 def evaluator_for(problem: str | Path, device: str, arch: str, policy: Policy) -> Evaluator:

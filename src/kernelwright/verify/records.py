@@ -21,6 +21,11 @@ class VerifyOptions:
     tolerance_factor: float | None = None
     timing: bool = True  # time on a GPU (never on the CPU)
     compile_baseline: bool = True  # also time torch.compile (default and max-autotune-no-cudagraphs)
+    # Which compile modes to time when compile_baseline is on (None: both): "compile", "compile_max_autotune".
+    compile_modes: tuple[str, ...] | None = None
+    # Baseline measurements already made for this problem on this device and toolchain (``kernelwright bench``'s
+    # cache): name -> measurement JSON. Those present are reused, not timed again; the verdict notes it.
+    reuse_baselines: Mapping[str, Any] | None = None
     allow_library_only: bool = False
     allow_tf32: bool = False
     allow_reduced_precision: bool = False

@@ -717,7 +717,19 @@ class _Verification:
     # -- baselines and roofline ---------------------------------------------------------------------------------
     def _baselines(self, ref_trials: dict[int, dict[str, Any]]) -> dict[str, Any]:
         n_sets = min(int(config.input_sets), sum(1 for t in self.plan if t.kind == trials.RANDOM))
-        variants = ["compile", "compile_max_autotune"] if self.opts.compile_baseline else []
+        variants = ["eager"]
+        if self.opts.compile_baseline:
+            variants += [m for m in ("compile", "compile_max_autotune")
+                         if self.opts.compile_modes is None or m in self.opts.compile_modes]
+        reused = {name: m for name, m in (self.opts.reuse_baselines or {}).items() if name in variants and m}
+        if reused:
+            self.judge.add("baselines-reused", f"{', '.join(sorted(reused))} timing(s) reused from an earlier "
+                           "measurement on this device and toolchain (kernelwright bench's baseline cache)",
+                           Severity.NOTE, names=sorted(reused))
+        variants = [v for v in variants if v not in reused]
+        if not variants:
+            self._cached_ceilings()
+            return dict(reused)
         spec = {
             "problem": str(self.problem.path),
             "device": self.device,
@@ -735,7 +747,7 @@ class _Verification:
             },
         }
         run = self._run("baseline", spec, timeout=max(self.timeout, 1800.0))
-        found: dict[str, Any] = {}
+        found: dict[str, Any] = dict(reused)
         for message in run.events("baseline"):
             found[message["name"]] = message.get("measurement")
             if message.get("error"):
@@ -747,6 +759,20 @@ class _Verification:
         if not run.finished:
             self.judge.add("baseline-failed", f"the baseline process {run.describe_exit()}", Severity.NOTE)
         return found
+
+    def _cached_ceilings(self) -> None:
+        """The device's calibrated ceilings from the calibration cache, when no baseline job ran to report them."""
+        name = self.device_facts.get("name")
+        if not name:
+            return
+        try:
+            from kernelwright.hardware.calibration import installed_torch_version, load_cached_ceilings
+
+            cached = load_cached_ceilings(str(name), torch_version=installed_torch_version())
+        except Exception:  # noqa: BLE001 - the roofline then uses the knowledge base's figures
+            cached = None
+        if cached is not None:
+            self.ceilings = cached.to_json() if hasattr(cached, "to_json") else cached
 
     def _roofline(self, timing: dict[str, Any]) -> tuple[dict[str, Any] | None, float | None]:
         if self.work is None:

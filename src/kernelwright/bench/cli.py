@@ -1,0 +1,123 @@
+"""``kernelwright bench PROBLEMS... [--out DIR]`` — score a folder of problems (ours, or KernelBench's levels,
+unmodified) in one resumable command: each problem optimized, or its ``ModelNew`` from ``--solutions`` verified;
+rows stored as they finish; ``results.json``, ``report.md`` and ``report.html`` written at the end (and on Ctrl-C).
+
+Exit status: 0 when the bench ran (whatever the problems' verdicts: a failing problem is a row), 2 for a bad
+invocation (no problem files, a solutions folder with nothing matching, a bad flag), 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "score a folder of problems (ours or KernelBench's) or of outside solutions: resumable, within a budget"
+
+_BASELINE_NAMES = {"eager": "eager", "compile": "compile", "max-autotune": "compile_max_autotune"}
+
+
+def _baselines(text: str) -> tuple[str, ...]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in _BASELINE_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"--baselines {text!r}: choose from {', '.join(_BASELINE_NAMES)} "
+                                         "(comma-separated)")
+    return tuple(dict.fromkeys(["eager", *(_BASELINE_NAMES[n] for n in names)]))  # eager: the speedup's basis
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--jobs {text!r}: give a whole number of at least 1")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from kernelwright.search.cli import parse_budget
+
+    p.add_argument("problems", nargs="+", help="problem files or folders of them (KernelBench's level folders work "
+                                               "as they are)")
+    p.add_argument("--out", type=Path, default=Path("bench"), help="output folder (default ./bench)")
+    p.add_argument("--solutions", type=Path, default=None,
+                   help="score the ModelNew files in this folder (matched to problems by file name) instead of "
+                        "generating kernels")
+    p.add_argument("--generator", choices=("templates",), default="templates",
+                   help="what writes the kernels (templates: the built-in library)")
+    p.add_argument("--budget-per-problem", type=parse_budget, default=180.0, dest="budget_per_problem",
+                   help="wall-time budget of one problem, e.g. 90s, 3m (default 3m)")
+    p.add_argument("--budget", type=parse_budget, default=None,
+                   help="the whole bench's budget: when it runs out what is done is written and the rest is listed "
+                        "as not run (default: none)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip problems this bench already finished on this machine (same problem, device, "
+                        "versions and settings; rows are kept in the run database)")
+    p.add_argument("--baselines", type=_baselines, default=("eager", "compile", "compile_max_autotune"),
+                   help="baselines to time: eager,compile,max-autotune (default all; eager is always timed). "
+                        "Their timings are cached per problem, device and toolchain and reused")
+    p.add_argument("--jobs", type=_jobs, default=1,
+                   help="problems worked on side by side (default 1); on a GPU their measurements never overlap")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                   help="cuda: time on the GPU; cpu: correctness and coverage only (default: auto)")
+    p.add_argument("--arch", default=None, help="target arch for the instruction summary (default: the GPU's, "
+                                                "else sm_90a)")
+    p.add_argument("--allow-tf32", action="store_true", help="let fp32 problems use TF32 tensor cores")
+    p.add_argument("--allow-reduced-precision", action="store_true",
+                   help="let fp32 problems compute in fp16/bf16")
+    p.add_argument("--format", choices=("all", "md", "json"), default="all",
+                   help="all: results.json, report.md and report.html (default); md: print the markdown table "
+                        "too; json: print results.json")
+    p.add_argument("--db", type=Path, default=None, help="run database (default: the cache's runs.sqlite)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from kernelwright.bench.collect import collect_problems, match_solutions
+    from kernelwright.bench.report import write_outputs
+    from kernelwright.bench.runner import BenchSettings, run_bench
+    from kernelwright.errors import InputError
+    from kernelwright.verify.verifier import resolve_device
+
+    problems = collect_problems(args.problems)
+    if args.solutions is not None:
+        problems = match_solutions(problems, args.solutions)
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} is a file: name a folder for the bench's outputs")
+    device = resolve_device(args.device)
+    settings = BenchSettings(out_dir=args.out.resolve(), device=device, generator=args.generator,
+                             budget_per_problem_s=args.budget_per_problem, budget_s=args.budget, arch=args.arch,
+                             allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision,
+                             baselines=args.baselines, jobs=args.jobs, resume=args.resume, db_path=args.db)
+    if args.solutions is not None:
+        missing = [p.name for p in problems if p.solution is None]
+        if missing:
+            print(f"kernelwright bench: no solution for {len(missing)} problem(s) ({', '.join(missing[:5])}"
+                  f"{', ...' if len(missing) > 5 else ''}): scored as failures", file=sys.stderr)
+    outcome = run_bench(problems, settings)
+    formats = ("json", "md", "html")
+    try:
+        written = write_outputs(outcome, settings.out_dir, formats=formats)
+    except ImportError:
+        written = write_outputs(outcome, settings.out_dir, formats=("json", "md"))
+        print("kernelwright bench: report.html needs matplotlib (pip install 'kernelwright[report]'); wrote "
+              "results.json and report.md", file=sys.stderr)
+    if args.format == "md":
+        print(written["md"].read_text())
+    elif args.format == "json":
+        print(written["json"].read_text())
+    else:
+        doc = json.loads(written["json"].read_text())
+        s = doc["summary"]
+        line = f"{s['passed']} of {s['problems']} passed"
+        if doc["timed"]:
+            g = s["geomean_speedup"]
+            line += "; geomean " + ", ".join(f"{(g[b] or 0):.2f}x vs {n}" for b, n in (
+                ("eager", "eager"), ("compile", "torch.compile"), ("compile_max_autotune", "max-autotune")) if g[b])
+        else:
+            line += " (nothing timed: no GPU)"
+        print(f"kernelwright bench: {line}. Written: " + ", ".join(str(p) for p in written.values()))
+    return 130 if outcome.interrupted else 0

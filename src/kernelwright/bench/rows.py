@@ -1,0 +1,131 @@
+"""One bench row per problem: what the verifier said of the best kernel, in the figures a scoreboard needs.
+
+A row is plain JSON (it is stored in the run database and written to ``results.json``; docs/bench.md has the
+schema). Built from a :class:`~kernelwright.verify.records.Verdict` — the optimize winner's, or an outside
+solution's — or from a failure that left no verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kernelwright.records import Severity, Status
+
+# Row statuses besides the verdict's own (passed, incorrect, rejected, compile_error, runtime_error, timeout,
+# crashed, unsupported):
+NOT_RUN = "not-run"  # the total budget ran out first
+INTERRUPTED = "interrupted"  # Ctrl-C, or the call's time limit
+INPUT_ERROR = "input-error"  # the problem file itself is wrong (does not import, forward raises, ...)
+NO_SOLUTION = "no-solution"  # --solutions: nothing in the folder matches this problem
+
+BASELINES = ("eager", "compile", "compile_max_autotune")
+BASELINE_LABELS = {"eager": "eager", "compile": "torch.compile", "compile_max_autotune": "max-autotune"}
+
+
+def _median(timing: Mapping[str, Any], name: str) -> float | None:
+    m = timing.get(name) or {}
+    value = m.get("median_ms") if isinstance(m, Mapping) else None
+    return float(value) if value else None
+
+
+def _tensor_classes(instructions: Sequence[Mapping[str, Any]]) -> list[str]:
+    from kernelwright.inspect.sass import TENSOR_CLASSES, classify
+
+    return sorted({op.split(".")[0] for k in instructions for op in (k.get("histogram_by_opcode") or {})
+                   if classify(op) in TENSOR_CLASSES})
+
+
+def _instruction_mix(instructions: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    mix: dict[str, int] = {}
+    for kernel in instructions:
+        for cls, count in (kernel.get("histogram_by_class") or {}).items():
+            mix[cls] = mix.get(cls, 0) + int(count)
+    return dict(sorted(mix.items(), key=lambda kv: -kv[1]))
+
+
+def sol_score(reference_ms: float | None, kernel_ms: float | None, floor_ms: float | None) -> float | None:
+    """How much of the gap between PyTorch (eager) and the achievable floor the kernel closes, in [0, 1]: 0 is no
+    faster than eager, 1 is at the floor (after SOL-ExecBench's speed-of-light score). None without the three."""
+    if not (reference_ms and kernel_ms and floor_ms) or reference_ms <= floor_ms:
+        return None
+    return max(0.0, min(1.0, (reference_ms - kernel_ms) / (reference_ms - floor_ms)))
+
+
+def row_from_verdict(verdict: Any, *, name: str, path: str, mode: str, families: Sequence[str] = (),
+                     uncovered: str = "", wall_s: float = 0.0, best_py: str | None = None,
+                     report_md: str | None = None) -> dict[str, Any]:
+    timing = verdict.timing or {}
+    kernel_ms = _median(timing, "candidate")
+    ms = {"candidate": kernel_ms, **{b: _median(timing, b) for b in BASELINES}}
+    speedup = {b: (ms[b] / kernel_ms if ms[b] and kernel_ms else None) for b in BASELINES}
+    roofline = dict(verdict.roofline or {})
+    floor_ms = roofline.get("achievable_floor_ms")
+    flops, nbytes = roofline.get("flops"), roofline.get("bytes")
+    errors = [f for f in verdict.findings if f.severity is Severity.ERROR]
+    matmul_share = (roofline.get("matmul_flops") or 0) / flops if flops else 0.0
+    row = {
+        "name": name,
+        "path": path,
+        "mode": mode,
+        "status": str(verdict.status),
+        "clean": bool(verdict.clean),
+        "message": verdict.message,
+        "findings": sorted({f.code for f in errors}),
+        "exploit": verdict.status is Status.REJECTED,
+        "notes": sorted({f.code for f in verdict.findings if f.severity is not Severity.ERROR}),
+        "timed": kernel_ms is not None,
+        "ms": ms,
+        "speedup": speedup,
+        "floor_ms": floor_ms,
+        "percent_of_floor": verdict.percent_of_floor,
+        "sol_score": sol_score(ms["eager"], kernel_ms, floor_ms),
+        "flops": flops,
+        "bytes": nbytes,
+        "arithmetic_intensity": flops / nbytes if flops and nbytes else None,
+        "achieved_tflops": flops / (kernel_ms * 1e9) if flops and kernel_ms else None,
+        "achieved_gbs": nbytes / (kernel_ms * 1e6) if nbytes and kernel_ms else None,
+        "matmul_dominant": matmul_share >= 0.5,
+        "ceilings": dict(roofline.get("basis") or {}),
+        "tensor_core": _tensor_classes(verdict.instructions),
+        "instruction_mix": _instruction_mix(verdict.instructions),
+        "families": list(families),
+        "uncovered": uncovered,
+        "baselines_reused": next((list(f.details.get("names", [])) for f in verdict.findings
+                                  if f.code == "baselines-reused"), []),
+        "size_overrides": dict(verdict.size_overrides or {}),
+        "device": dict(verdict.device or {}).get("name"),
+        "wall_s": round(wall_s, 1),
+        "best_py": best_py,
+        "report_md": report_md,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    return row
+
+
+def failure_row(*, name: str, path: str, mode: str, status: str, message: str, wall_s: float = 0.0,
+                families: Sequence[str] = (), uncovered: str = "") -> dict[str, Any]:
+    """A problem that produced no verdict: the problem is wrong, nothing matched, no template covers it, the
+    budget ran out first. Still a row: a failing problem never stops the bench."""
+    return {"name": name, "path": path, "mode": mode, "status": status, "clean": False, "message": message,
+            "findings": [], "exploit": False, "notes": [], "timed": False,
+            "ms": {"candidate": None, **dict.fromkeys(BASELINES)}, "speedup": dict.fromkeys(BASELINES),
+            "floor_ms": None, "percent_of_floor": None, "sol_score": None, "flops": None, "bytes": None,
+            "arithmetic_intensity": None, "achieved_tflops": None, "achieved_gbs": None, "matmul_dominant": False,
+            "ceilings": {},
+            "tensor_core": [], "instruction_mix": {}, "families": list(families), "uncovered": uncovered,
+            "baselines_reused": [], "size_overrides": {}, "device": None, "wall_s": round(wall_s, 1),
+            "best_py": None, "report_md": None, "date": time.strftime("%Y-%m-%d")}
+
+
+def finite(value: Any) -> Any:
+    """JSON has no NaN/inf: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value

@@ -1,0 +1,400 @@
+"""Running a bench: each problem optimized (or its solution verified), each row stored as it finishes, within the
+budgets, resumable, several problems side by side on one GPU.
+
+A row is stored in the run database under a key of everything that decides it — the problem's content, the
+solution's, the device, torch, triton, kernelwright, and the bench's settings — so ``--resume`` skips a problem
+only when the same bench of the same problem on the same machine already finished. The baselines' timings (eager,
+torch.compile, max-autotune) are stored under a key without the kernel's side and reused by any later bench of that
+problem on that device and toolchain: on the GPU they are a third of a verify's time.
+
+Workers: with ``jobs > 1`` each problem runs in a process of its own (capture and planning are not thread-safe),
+and on a GPU the jobs share it through the GPU lock (hardware/gpu_lock.py): their work overlaps, their
+measurements never do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kernelwright.bench import rows
+from kernelwright.bench.collect import BenchProblem
+from kernelwright.bench.scores import geomean
+
+COMPILE_BASELINES = ("compile", "compile_max_autotune")
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    out_dir: Path
+    device: str  # "cpu" or "cuda", resolved
+    generator: str = "templates"
+    budget_per_problem_s: float = 180.0
+    budget_s: float | None = None  # the whole bench; None: no limit
+    arch: str | None = None
+    allow_tf32: bool = False
+    allow_reduced_precision: bool = False
+    baselines: tuple[str, ...] = ("eager", "compile", "compile_max_autotune")
+    jobs: int = 1
+    resume: bool = False
+    db_path: Path | None = None
+
+    def key_fields(self) -> dict[str, Any]:
+        """What, besides the problem, the solution and the machine, decides a row."""
+        return {"generator": self.generator, "budget_per_problem_s": self.budget_per_problem_s,
+                "arch": self.arch, "allow_tf32": self.allow_tf32,
+                "allow_reduced_precision": self.allow_reduced_precision, "baselines": list(self.baselines)}
+
+
+@dataclass(frozen=True)
+class Task:
+    problem: BenchProblem
+    settings: BenchSettings
+    reuse_baselines: dict[str, Any] = field(default_factory=dict)
+
+
+def _sha(path: Path | None) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else ""
+
+
+def machine() -> dict[str, Any]:
+    """The device and toolchain a row's figures belong to."""
+    import torch
+
+    from kernelwright import __version__
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return {"device": device, "torch": torch.__version__, "triton": triton_version, "kernelwright": __version__}
+
+
+def _hash(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def row_key(problem: BenchProblem, settings: BenchSettings, where: dict[str, Any]) -> str:
+    return _hash({"problem": _sha(problem.path), "solution": _sha(problem.solution), "machine": where,
+                  "settings": settings.key_fields(), "mode": "solutions" if problem.solution else "optimize"})
+
+
+def baseline_key(problem: BenchProblem, settings: BenchSettings, where: dict[str, Any]) -> str:
+    from kernelwright.config import config
+
+    return _hash({"problem": _sha(problem.path), "machine": where, "allow_tf32": settings.allow_tf32,
+                  "timing": [config.timing_target_ms, config.timing_min_reps, config.timing_max_reps,
+                             config.input_sets]})
+
+
+# -- one problem (in a worker process, or here) ----------------------------------------------------------------
+def run_task(task: Task) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(row, baseline timings measured for it). Never raises for the problem's sake: a bad problem is a row."""
+    from kernelwright.errors import InputError, KernelwrightError, UnsupportedProblem
+
+    problem = task.problem
+    started = time.monotonic()
+    mode = "solutions" if problem.solution else "optimize"
+    base = {"name": problem.name, "path": str(problem.path), "mode": mode}
+    try:
+        if problem.solution is not None:
+            return _verify_solution(task, started)
+        return _optimize(task, started)
+    except UnsupportedProblem as exc:
+        return rows.failure_row(**base, status="unsupported", message=str(exc),
+                                wall_s=time.monotonic() - started), {}
+    except InputError as exc:
+        return rows.failure_row(**base, status=rows.INPUT_ERROR, message=str(exc),
+                                wall_s=time.monotonic() - started), {}
+    except KernelwrightError as exc:
+        return rows.failure_row(**base, status=rows.INPUT_ERROR, message=str(exc),
+                                wall_s=time.monotonic() - started), {}
+    except KeyboardInterrupt:
+        return rows.failure_row(**base, status=rows.INTERRUPTED, message="interrupted before a verdict",
+                                wall_s=time.monotonic() - started), {}
+    except Exception as exc:  # noqa: BLE001 - one problem's crash is its row, not the bench's end
+        return rows.failure_row(**base, status="crashed", message=f"kernelwright failed on it: "
+                                f"{type(exc).__name__}: {exc}"[:400], wall_s=time.monotonic() - started), {}
+
+
+def _verify_options(task: Task) -> dict[str, Any]:
+    settings = task.settings
+    modes = tuple(b for b in settings.baselines if b in COMPILE_BASELINES)
+    return {"compile_baseline": bool(modes), "compile_modes": modes, "reuse_baselines": task.reuse_baselines}
+
+
+def _measured_baselines(verdict: Any, task: Task) -> dict[str, Any]:
+    return {name: m for name, m in (verdict.timing or {}).items()
+            if name != "candidate" and m and name not in task.reuse_baselines}
+
+
+def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    from kernelwright.generate.families.base import Policy
+    from kernelwright.hardware.local import target_arch
+    from kernelwright.search.evaluate import GpuEvaluator
+    from kernelwright.search.optimize import optimize
+    from kernelwright.search.progress import Progress
+
+    problem, settings = task.problem, task.settings
+    policy = Policy(allow_tf32=settings.allow_tf32, allow_reduced_precision=settings.allow_reduced_precision)
+    out = settings.out_dir / problem.name
+    evaluator = None
+    if settings.device == "cuda":
+        evaluator = GpuEvaluator(problem.path, policy=policy, verify_options=_verify_options(task))
+    result = optimize(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s, device=settings.device,
+                      arch=target_arch(settings.device, settings.arch), policy=policy, evaluator=evaluator,
+                      progress=Progress(stream=io.StringIO()), db_path=settings.db_path)
+    families = [g.family for g in result.plan.groups]
+    uncovered = result.plan.describe()[-1] if result.plan.uncovered else ""
+    base = {"name": problem.name, "path": str(problem.path), "mode": "optimize"}
+    wall = time.monotonic() - started
+    best = result.best
+    if result.interrupted and (best is None or best.verdict is None):
+        return rows.failure_row(**base, status=rows.INTERRUPTED, message="interrupted before a verdict",
+                                wall_s=wall, families=families, uncovered=uncovered), {}
+    if best is None or best.verdict is None:
+        why = next((f"{o.status}: {o.error}" for o in result.outcomes if o.error), "no candidate was verified")
+        return rows.failure_row(**base, status=best.status if best else "failed", message=why[:400], wall_s=wall,
+                                families=families, uncovered=uncovered), {}
+    row = rows.row_from_verdict(best.verdict, **base, families=families, uncovered=uncovered, wall_s=wall,
+                                best_py=str(out / "best.py"), report_md=str(out / "report.md"))
+    if result.interrupted:
+        row["status"] = rows.INTERRUPTED
+    return row, _measured_baselines(best.verdict, task)
+
+
+def _verify_solution(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    from kernelwright.hardware.local import target_arch
+    from kernelwright.verify.records import VerifyOptions
+    from kernelwright.verify.report import render
+    from kernelwright.verify.verifier import verdict_json, verify
+
+    problem, settings = task.problem, task.settings
+    assert problem.solution is not None
+    out = settings.out_dir / problem.name
+    options = VerifyOptions(device=settings.device, allow_tf32=settings.allow_tf32,
+                            allow_reduced_precision=settings.allow_reduced_precision,
+                            timeout_s=max(60.0, settings.budget_per_problem_s),
+                            inspect_archs=(target_arch(settings.device, settings.arch),)
+                            if settings.device == "cpu" else None,
+                            **_verify_options(task) if settings.device == "cuda" else {})
+    verdict = verify(problem.path, problem.solution, options)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verdict.json").write_text(verdict_json(verdict) + "\n")
+    (out / "report.md").write_text(render(verdict))
+    row = rows.row_from_verdict(verdict, name=problem.name, path=str(problem.path), mode="solutions",
+                                wall_s=time.monotonic() - started, best_py=str(problem.solution),
+                                report_md=str(out / "report.md"))
+    return row, _measured_baselines(verdict, task)
+
+
+def _worker_init() -> None:
+    # Ctrl-C reaches the workers too (one process group): they end their problem (optimize writes what it has) and
+    # return; the parent collects the rows.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# -- the whole bench ------------------------------------------------------------------------------------------
+@dataclass
+class BenchProgress:
+    """``bench 5/36 | 4 passed | geomean 1.12x vs max-autotune | 1 exploit | 7m left | running a, b``"""
+
+    total: int
+    stream: Any = None
+    done: int = 0
+    passed: int = 0
+    exploits: int = 0
+    speedups: list[float] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    deadline: float | None = None
+    timed: bool = True
+
+    def line(self) -> str:
+        parts = [f"bench {self.done}/{self.total}", f"{self.passed} passed"]
+        if self.timed:
+            g = geomean(self.speedups)
+            parts.append(f"geomean {g:.2f}x vs max-autotune" if g else "geomean -")
+        if self.exploits:
+            parts.append(f"{self.exploits} exploit{'s' if self.exploits > 1 else ''}")
+        if self.deadline is not None:
+            parts.append(f"{max(0.0, self.deadline - time.monotonic()) / 60:.1f} min left")
+        if self.running:
+            parts.append("running " + ", ".join(self.running[:4]) + ("…" if len(self.running) > 4 else ""))
+        return " | ".join(parts)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.done += 1
+        self.passed += row.get("status") == "passed"
+        self.exploits += bool(row.get("exploit"))
+        s = (row.get("speedup") or {}).get("compile_max_autotune")
+        if row.get("status") == "passed" and s:
+            self.speedups.append(s)
+
+    def show(self) -> None:
+        from kernelwright.search.progress import status_line
+
+        status_line(self.stream or sys.stderr, self.line())
+
+
+@dataclass
+class BenchOutcome:
+    rows: list[dict[str, Any]]
+    machine: dict[str, Any]
+    settings: BenchSettings
+    interrupted: bool = False
+    reused: int = 0  # rows taken from the database (--resume)
+    elapsed_s: float = 0.0
+
+
+def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, progress_stream: Any = None,
+              on_row: Callable[[dict[str, Any]], None] | None = None) -> BenchOutcome:
+    """Bench ``problems``; every finished row goes to the run database before the next is started. Ctrl-C ends the
+    problems in flight (each writes what it has) and returns what is done; the rest are ``not-run``."""
+    from kernelwright.search.db import RunDB
+
+    started = time.monotonic()
+    where = machine()
+    deadline = started + settings.budget_s if settings.budget_s else None
+    progress = BenchProgress(total=len(problems), stream=progress_stream, deadline=deadline,
+                             timed=settings.device == "cuda")
+    results: dict[str, dict[str, Any]] = {}
+    reused = 0
+    interrupted = False
+    with RunDB(settings.db_path) as db:
+        pending: list[Task] = []
+        for problem in problems:
+            stored = db.bench_result(row_key(problem, settings, where)) if settings.resume else None
+            if stored is not None:
+                results[problem.name] = {**stored, "resumed": True}
+                progress.add(stored)
+                reused += 1
+                continue
+            cached = db.baseline_timings(baseline_key(problem, settings, where))
+            reuse = {k: v for k, v in (cached[0] if cached else {}).items() if k in settings.baselines}
+            pending.append(Task(problem, settings, reuse))
+        progress.show()
+
+        def finish(task: Task, row: dict[str, Any], baselines: dict[str, Any]) -> None:
+            row = rows.finite({**row, "key": row_key(task.problem, settings, where)})
+            results[task.problem.name] = row
+            if row["status"] not in (rows.INTERRUPTED, rows.NOT_RUN):
+                db.store_bench_result(row["key"], _sha(task.problem.path), task.problem.name, row)
+            if baselines and row["status"] != rows.INTERRUPTED:
+                key = baseline_key(task.problem, settings, where)
+                old = db.baseline_timings(key)
+                db.store_baseline_timings(key, {**(old[0] if old else {}), **baselines})
+            progress.add(row)
+            if on_row is not None:
+                on_row(row)
+
+        try:
+            if settings.jobs <= 1:
+                for task in pending:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        break
+                    progress.running = [task.problem.name]
+                    progress.show()
+                    task = _within_total(task, deadline)
+                    row, baselines = run_task(task)
+                    progress.running = []
+                    finish(task, row, baselines)
+                    progress.show()
+                    if row["status"] == rows.INTERRUPTED:
+                        raise KeyboardInterrupt
+            else:
+                _run_parallel(pending, settings, deadline, progress, finish)
+        except KeyboardInterrupt:
+            interrupted = True
+    for problem in problems:
+        if problem.name not in results:
+            results[problem.name] = rows.failure_row(
+                name=problem.name, path=str(problem.path), mode="solutions" if problem.solution else "optimize",
+                status=rows.NOT_RUN, message="interrupted before it started" if interrupted else
+                "the bench's --budget ran out before it started; run again with --resume")
+    progress.running = []
+    progress.show()
+    if progress.stream is None and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    ordered = [results[p.name] for p in problems]
+    return BenchOutcome(rows=ordered, machine=where, settings=settings, interrupted=interrupted, reused=reused,
+                        elapsed_s=time.monotonic() - started)
+
+
+def _within_total(task: Task, deadline: float | None) -> Task:
+    """A problem's budget never reaches past the bench's total."""
+    if deadline is None:
+        return task
+    left = max(1.0, deadline - time.monotonic())
+    if left >= task.settings.budget_per_problem_s:
+        return task
+    return replace(task, settings=replace(task.settings, budget_per_problem_s=left))
+
+
+def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float | None, progress: BenchProgress,
+                  finish: Callable[[Task, dict[str, Any], dict[str, Any]], None]) -> None:
+    import multiprocessing
+
+    lock_dir = tempfile.mkdtemp(prefix="kernelwright-bench-")
+    previous = os.environ.get("KERNELWRIGHT_GPU_LOCK")
+    if settings.device == "cuda":
+        os.environ["KERNELWRIGHT_GPU_LOCK"] = str(Path(lock_dir) / "gpu.lock")
+    queue = list(pending)
+    running: dict[Future, Task] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=settings.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_worker_init) as pool:
+            try:
+                while queue or running:
+                    while queue and len(running) < settings.jobs and (deadline is None
+                                                                      or time.monotonic() < deadline):
+                        task = _within_total(queue.pop(0), deadline)
+                        running[pool.submit(run_task, task)] = task
+                    if not running:
+                        break
+                    progress.running = [t.problem.name for t in running.values()]
+                    progress.show()
+                    finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        task = running.pop(future)
+                        try:
+                            row, baselines = future.result()
+                        except Exception as exc:  # noqa: BLE001 - a worker that died: the problem's row
+                            row, baselines = rows.failure_row(
+                                name=task.problem.name, path=str(task.problem.path), mode="optimize",
+                                status="crashed", message=f"the bench worker died: {exc!r}"[:300]), {}
+                        finish(task, row, baselines)
+                    progress.running = [t.problem.name for t in running.values()]
+                    progress.show()
+            except KeyboardInterrupt:
+                # The workers got the Ctrl-C too: each ends its problem and returns what it has.
+                for future, task in list(running.items()):
+                    with contextlib.suppress(Exception):
+                        row, baselines = future.result(timeout=120)
+                        finish(task, row, baselines)
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    finally:
+        if previous is None:
+            os.environ.pop("KERNELWRIGHT_GPU_LOCK", None)
+        else:
+            os.environ["KERNELWRIGHT_GPU_LOCK"] = previous
+
+
+def settings_json(settings: BenchSettings) -> dict[str, Any]:
+    data = asdict(settings)
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items()}
