@@ -27,13 +27,11 @@ from typing import Any
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelwright.errors import InputError
+from kernelwright.generate.operators import RANDOM
 from kernelwright.problem.files import import_from_path, read_problem
 
 log = logging.getLogger(__name__)
 
-# Random operators: a backward that draws again cannot reproduce the forward's mask.
-_RANDOM_OPS = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "bernoulli", "native_dropout",
-               "normal", "uniform", "multinomial", "randperm", "exponential"}
 _MAX_CONSTANT_ELEMENTS = 64
 _MAX_OPERATORS = 2000
 _FLOAT_CAST = re.compile(r"dtype = torch\.(float16|bfloat16|float32)\b")  # tensor constants of the trace become buffers of the backward Model; small ones only
@@ -207,7 +205,7 @@ class _OperatorBudget(TorchDispatchMode):
 
 def _refuse_random(gm: Any, name: str) -> None:
     for node in gm.graph.nodes:
-        if node.op == "call_function" and getattr(node.target, "_opname", None) in _RANDOM_OPS:
+        if node.op == "call_function" and getattr(node.target, "_opname", None) in RANDOM:
             raise InputError(f"problem {name}: its forward is random ({node.target}); a backward cannot redraw the "
                              "forward's randomness, so it stays the reference's")
 

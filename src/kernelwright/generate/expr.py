@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from kernelwright.generate.graph import Node, Ref
+from kernelwright.generate.operators import ELEMENTWISE_COPIES
 
 TL_DTYPE = {
     torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -352,7 +353,7 @@ def _pow_node(e: PointwiseEmitter, node: Node, env: dict[str, Value]) -> Value:
     return e._assign(node, _pow(Value(expr, torch.float32), exponent), torch.float32)
 
 
-@_handles("_to_copy", "convert_element_type", "clone", "alias", "lift_fresh_copy", "detach")
+@_handles(*sorted(ELEMENTWISE_COPIES))
 def _to_copy(e: PointwiseEmitter, node: Node, env: dict[str, Value]) -> Value:
     (a,) = _args(e, node, env, 1)
     target = node.kwargs.get("dtype") or (node.args[1] if node.op == "convert_element_type" else None)
@@ -383,9 +384,3 @@ def _full(e: PointwiseEmitter, node: Node, env: dict[str, Value]) -> Value:
     lit = literal(node.args[1])
     dtype = node.kwargs.get("dtype") or (node.info.dtype if node.info else lit.dtype)
     return e._assign(node, lit.expr, compute_dtype(dtype))
-
-
-# Nodes that need no data of their own: constants the emitter inlines.
-CONSTANT_OPS = frozenset({"scalar_tensor", "full"})
-# Copies that change at most the dtype: elementwise, though not tagged pointwise.
-CAST_OPS = frozenset({"_to_copy", "convert_element_type", "clone", "alias", "lift_fresh_copy", "detach"})

@@ -20,12 +20,10 @@ from typing import Any
 import torch
 
 from kernelwright.errors import InputError
+from kernelwright.generate.operators import NO_OPS
 from kernelwright.problem.files import ProblemFile, import_from_path, read_problem
 
 log = logging.getLogger(__name__)
-
-_NO_OPS = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size"}
-
 
 @dataclass(frozen=True, kw_only=True)
 class TensorInfo:
@@ -251,7 +249,7 @@ def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[
         elif fx_node.op == "call_function":
             target = fx_node.target
             op = getattr(getattr(target, "overloadpacket", None), "__name__", getattr(target, "__name__", str(target)))
-            if op in _NO_OPS:
+            if op in NO_OPS:
                 continue
             val = fx_node.meta.get("val")
             if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from kernelwright.generate.families.base import Family, Group
 from kernelwright.generate.graph import ProblemGraph
+from kernelwright.generate.operators import FREE
 
 log = logging.getLogger(__name__)
 
@@ -22,12 +23,6 @@ FAMILY_CLASSES = (
     "kernelwright.generate.families.scan:ScanFamily",
     "kernelwright.generate.families.pointwise:PointwiseFamily",
 )
-
-# Operators that only re-describe memory or do nothing: leaving them to PyTorch costs no kernel.
-_FREE = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze", "squeeze",
-         "select", "slice", "alias", "detach", "getitem", "split", "split_with_sizes", "unbind", "as_strided",
-         "_reshape_alias"}
-
 
 def load_families(names: Sequence[str] | None = None) -> list[Family]:
     """The template families, in claim order (those not importable are skipped, with a log line)."""
@@ -102,5 +97,5 @@ def plan(graph: ProblemGraph, families: Sequence[Family] | None = None) -> Plan:
             claimed.update(group.nodes)
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     groups.sort(key=lambda g: order[g.nodes[0]])
-    uncovered = tuple(n.name for n in graph.nodes if n.name not in claimed and n.op not in _FREE)
+    uncovered = tuple(n.name for n in graph.nodes if n.name not in claimed and n.op not in FREE)
     return Plan(graph=graph, groups=tuple(groups), uncovered=uncovered)

@@ -13,8 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import torch
+
 from kernelwright.generate import expr
 from kernelwright.generate.graph import Node, ProblemGraph, TensorInfo, node_inputs
+from kernelwright.generate.operators import CONSTANTS, ELEMENTWISE_COPIES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,9 +95,9 @@ def fusable_pointwise(node: Node) -> bool:
     kernel would bake in the captured example's number, so it stays in PyTorch, which computes it from the tensor."""
     if node.sym_args is not None or node.sym_kwargs is not None:
         return False
-    if node.op in expr.CAST_OPS:
+    if node.op in ELEMENTWISE_COPIES:
         return set(node.kwargs) <= {"dtype", "memory_format"} and expr.supported(node)
-    return (node.is_pointwise or node.op in expr.CONSTANT_OPS) and expr.supported(node)
+    return (node.is_pointwise or node.op in CONSTANTS) and expr.supported(node)
 
 
 def broadcastable(shape: Sequence[int], to: Sequence[int]) -> bool:
@@ -172,7 +175,7 @@ def epilogue_graph(graph: ProblemGraph, members: Sequence[str], claimed: set[str
     last = max(i for i, n in enumerate(graph.nodes) if n.name in member_set)
     joined: list[str] = []
     for node in graph.nodes[last + 1:]:
-        if node.name in claimed or not fusable_pointwise(node) or node.op in expr.CONSTANT_OPS:
+        if node.name in claimed or not fusable_pointwise(node) or node.op in CONSTANTS:
             continue
         if node.info is None or tuple(node.info.shape) != tuple(shape):
             continue
@@ -189,7 +192,7 @@ def epilogue_graph(graph: ProblemGraph, members: Sequence[str], claimed: set[str
         member_set.add(node.name)
     for node in graph.nodes:
         users = graph.users.get(node.name, [])
-        if node.op in expr.CONSTANT_OPS and node.name not in claimed and users and \
+        if node.op in CONSTANTS and node.name not in claimed and users and \
                 all(u in member_set for u in users):
             joined.append(node.name)
             member_set.add(node.name)
@@ -212,3 +215,25 @@ def live_dims(operand: Sequence[int], shape: Sequence[int]) -> list[int]:
     way, should a second shape make it larger."""
     offset = len(shape) - len(operand)
     return [d for d in range(len(shape)) if d >= offset and not (operand[d - offset] == 1 and shape[d] != 1)]
+
+
+def load_line(name: str, load: str, dtype: torch.dtype) -> tuple[str, expr.Value]:
+    """The kernel line ``x_<name> = <load>``, widened to the dtype arithmetic happens in (fp32 for the half types),
+    and the value it defines."""
+    cdt = expr.compute_dtype(dtype)
+    if cdt != dtype:
+        load += f".to({expr.TL_DTYPE[cdt]})"
+    return f"x_{name} = {load}", expr.Value(f"x_{name}", cdt)
+
+
+def operand_layout_lines(inputs: Sequence[str], modes: Mapping[str, str]) -> list[str]:
+    """Launcher lines that give each operand the layout its :func:`operand_mode` assumed: a *flat* one contiguous
+    at the result's ``shape`` (a copy only where it is not), a *strided* one expanded to it."""
+    lines = []
+    for v in inputs:
+        if modes[v] == "flat":
+            lines.append(f"    if not ({v}.is_contiguous() and {v}.shape == shape):")
+            lines.append(f"        {v} = {v}.expand(shape).contiguous()")
+        elif modes[v] == "strided":
+            lines.append(f"    {v} = {v}.expand(shape)")
+    return lines

@@ -40,6 +40,7 @@ from kernelwright.generate.families.base import (
     operand_mode,
 )
 from kernelwright.generate.graph import Node, ProblemGraph, Ref, node_inputs
+from kernelwright.generate.operators import CONSTANTS
 
 NAME = "conv"
 BATCH_NORM_EVAL = "_native_batch_norm_legit_no_training"
@@ -233,7 +234,7 @@ class _Renderer:
             env[v] = expr.Value(f"x_{v}", cdt)
         emitter = expr.PointwiseEmitter()
         emitter.emit_all((self.graph.node(n) for n in self.group.nodes if n in r.pointwise or
-                          self.graph.node(n).op in expr.CONSTANT_OPS), env)
+                          self.graph.node(n).op in CONSTANTS), env)
         return lines + emitter.lines, env
 
     def _stores(self, env: dict[str, expr.Value], offset: str, mask: str) -> list[str]:

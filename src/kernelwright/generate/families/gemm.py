@@ -45,6 +45,7 @@ from kernelwright.generate.families.base import (
     make_group,
 )
 from kernelwright.generate.graph import Node, ProblemGraph, Ref, node_inputs
+from kernelwright.generate.operators import CONSTANTS
 
 NAME = "gemm"
 
@@ -445,7 +446,7 @@ def analyse(graph: ProblemGraph, anchor: Node, claimed: set[str]) -> tuple[GemmP
             if new is None:
                 continue
             level = tuple(new)
-        elif fusable_pointwise(node) and node.op not in expr.CONSTANT_OPS:
+        elif fusable_pointwise(node) and node.op not in CONSTANTS:
             level = levels[inside[0]]
             if any(levels[v] != level for v in inside) or tuple(_size(d) for d in level) != node.info.shape:
                 continue
@@ -464,7 +465,7 @@ def analyse(graph: ProblemGraph, anchor: Node, claimed: set[str]) -> tuple[GemmP
     producers = _absorb_producers(graph, operand_levels, claimed, tile, keep={bias})
     # Constants only the epilogue reads are inlined rather than loaded.
     readers = tile | set(producers)
-    constants = [n.name for n in graph.nodes if n.op in expr.CONSTANT_OPS and n.name not in claimed
+    constants = [n.name for n in graph.nodes if n.op in CONSTANTS and n.name not in claimed
                  and n.name in operand_levels and all(u in readers for u in graph.users.get(n.name, []))]
     for name in constants:
         del operand_levels[name]
@@ -491,7 +492,7 @@ def _absorb_producers(graph: ProblemGraph, operand_levels: dict[str, tuple[Dim, 
             except KeyError:
                 continue  # a placeholder
             if value in keep or node.name in claimed or value in graph.outputs or node.info is None or \
-                    not fusable_pointwise(node) or node.op in expr.CONSTANT_OPS or \
+                    not fusable_pointwise(node) or node.op in CONSTANTS or \
                     not all(u in tile for u in graph.users.get(value, [])) or \
                     not broadcastable(node.info.shape, shape):
                 continue

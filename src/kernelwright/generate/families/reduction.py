@@ -55,6 +55,7 @@ from kernelwright.generate.families.base import (
     make_group,
 )
 from kernelwright.generate.graph import Node, ProblemGraph, Ref, node_inputs
+from kernelwright.generate.operators import CONSTANTS
 from kernelwright.hardware import arch_spec
 
 NAME = "reduction"
@@ -555,7 +556,7 @@ class _Grower:
                 spec.add([Op(name=node.name, level=FULL, kind="alias", deps=(source,))], [node.name])
                 return True
             return False
-        if not fusable_pointwise(node) or node.op in expr.CONSTANT_OPS or not _emittable(graph, node):
+        if not fusable_pointwise(node) or node.op in CONSTANTS or not _emittable(graph, node):
             return False
         levels = {spec.level(v) for v in inputs if spec.has(v)}
         if FULL in levels:
@@ -627,7 +628,7 @@ class _Grower:
         levels = spec.uses(value)
         shape = tuple(node.info.shape)
         inputs = node_inputs(node)
-        if node.op in expr.CONSTANT_OPS:
+        if node.op in CONSTANTS:
             if not _emittable(graph, node) or "special" in levels:
                 return False
             spec.add([Op(name=value, level=CONST, kind="node", deps=tuple(inputs), node=value)], [value])

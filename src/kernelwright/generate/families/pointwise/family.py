@@ -1,0 +1,34 @@
+"""The pointwise family: claims a run of elementwise nodes of one shape; its configurations are block sizes."""
+
+from __future__ import annotations
+
+from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.pointwise.growing import absorb_constants, absorb_producers
+from kernelwright.generate.families.pointwise.matching import anchors, connected_run
+from kernelwright.generate.families.pointwise.writing import write
+from kernelwright.generate.graph import Node, ProblemGraph
+
+NAME = "pointwise"
+
+
+class PointwiseFamily:
+    name = NAME
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+        if not anchors(node, claimed):
+            return None
+        shape = node.info.shape
+        members = connected_run(graph, node, claimed, shape)
+        absorb_producers(graph, members, claimed, shape)
+        absorb_constants(graph, members, claimed)
+        group = make_group(graph, NAME, members, anchor=node.name, shape=tuple(shape))
+        if not group.inputs or any(graph.info(o).shape != tuple(shape) for o in group.outputs):
+            return None
+        return group
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        # Memory-bound: enough bytes in flight per SM matters most. The default is a lead until timed.
+        return [{"BLOCK": b, "num_warps": w} for b, w in ((1024, 4), (2048, 8), (4096, 8), (512, 4), (1024, 8))]
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        return write(graph, group, config, ident)

@@ -1,0 +1,92 @@
+"""The source of a pointwise group: one kernel over the result's elements, flat, and its launcher."""
+
+from __future__ import annotations
+
+from kernelwright.generate import expr
+from kernelwright.generate.families.base import (
+    Config,
+    Group,
+    Rendered,
+    live_dims,
+    load_line,
+    operand_layout_lines,
+    operand_mode,
+)
+from kernelwright.generate.graph import ProblemGraph
+from kernelwright.generate.operators import CONSTANTS
+
+
+def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+    shape = tuple(group.detail["shape"])
+    modes = {v: operand_mode(graph.info(v), shape) for v in group.inputs}
+    strided = [v for v in group.inputs if modes[v] == "strided"]
+    params = [f"in_{v}" for v in group.inputs] + [f"out_{o}" for o in group.outputs] + ["n_elements"]
+    params += [f"size_{d}" for d in range(len(shape))] if strided else []
+    for v in strided:
+        params += [f"stride_{v}_{d}" for d in range(len(shape))]
+    kernel = f"{ident}_kernel"
+    lines = ["@triton.jit", f"def {kernel}({', '.join(params)}, BLOCK: tl.constexpr, IDX64: tl.constexpr):"]
+    lines += [f"    {line}" for line in _body(graph, group, shape, modes)]
+    lines += ["", "", *_launcher(graph, group, config, ident, modes)]
+    return Rendered(source="\n".join(lines), launcher=ident)
+
+
+def _body(graph: ProblemGraph, group: Group, shape: tuple[int, ...], modes: dict[str, str]) -> list[str]:
+    body = [
+        "pid = tl.program_id(0)",
+        "if IDX64:",
+        "    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+        "else:",
+        "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
+        "mask = offs < n_elements",
+    ]
+    if any(mode == "strided" for mode in modes.values()):
+        inner = "1"
+        for d in reversed(range(len(shape))):
+            body.append(f"idx_{d} = (offs // {inner}) % size_{d}" if inner != "1" else f"idx_{d} = offs % size_{d}")
+            inner = f"size_{d}" if inner == "1" else f"({inner} * size_{d})"
+    env: dict[str, expr.Value] = {}
+    for v in group.inputs:
+        info = graph.info(v)
+        if modes[v] == "flat":
+            load = f"tl.load(in_{v} + offs, mask=mask, other=0)"
+        elif modes[v] == "scalar":
+            load = f"tl.load(in_{v})"
+        else:
+            dims = live_dims(info.shape, shape)
+            offset = " + ".join(f"idx_{d} * stride_{v}_{d}" for d in dims) or "0"
+            load = f"tl.load(in_{v} + ({offset}), mask=mask, other=0)"
+        line, env[v] = load_line(v, load, info.dtype)
+        body.append(line)
+    emitter = expr.PointwiseEmitter()
+    emitter.emit_all((graph.node(n) for n in group.nodes), env)
+    body += emitter.lines
+    for o in group.outputs:
+        dtype = graph.info(o).dtype
+        body.append(f"tl.store(out_{o} + offs, {env[o].expr}.to({expr.TL_DTYPE[dtype]}), mask=mask)")
+    return body
+
+
+def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str, modes: dict[str, str]) -> list[str]:
+    strided = [v for v in group.inputs if modes[v] == "strided"]
+    lines = [f"def {ident}({', '.join(group.inputs)}):"]
+    lines.append(f'    """{", ".join(graph.node(n).op for n in group.nodes)}, fused: one pass over the result."""')
+    constant_shapes = [graph.info(n).shape for n in group.nodes if graph.node(n).op in CONSTANTS
+                       and graph.info(n).numel > 1]
+    shapes = [f"{v}.shape" for v in group.inputs] + [repr(tuple(s)) for s in constant_shapes]
+    lines.append(f"    shape = torch.broadcast_shapes({', '.join(shapes)})")
+    lines += operand_layout_lines(group.inputs, modes)
+    device = group.inputs[0]
+    for o in group.outputs:
+        lines.append(f"    out_{o} = torch.empty(shape, dtype={graph.info(o).dtype}, device={device}.device)")
+    lines.append("    n_elements = math.prod(shape)")
+    args = [*group.inputs, *(f"out_{o}" for o in group.outputs), "n_elements"]
+    if strided:
+        args.append("*shape")
+        args += [f"*{v}.stride()" for v in strided]
+    lines.append(f"    grid = (triton.cdiv(n_elements, {config['BLOCK']}),)")
+    lines.append(f"    {ident}_kernel[grid]({', '.join(args)}, BLOCK={config['BLOCK']}, IDX64=n_elements >= 2**31, "
+                 f"num_warps={config['num_warps']})")
+    outs = ", ".join(f"out_{o}" for o in group.outputs)
+    lines.append(f"    return ({outs},)")
+    return lines

@@ -1,0 +1,42 @@
+"""The scan family: claims a scan with its prologue and epilogue; its configurations are tile sizes."""
+
+from __future__ import annotations
+
+from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.scan.growing import broadcast_shape, candidates
+from kernelwright.generate.families.scan.matching import scan_dim, scanned_source
+from kernelwright.generate.families.scan.writing import write
+from kernelwright.generate.graph import Node, ProblemGraph
+
+NAME = "scan"
+
+
+class ScanFamily:
+    name = NAME
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+        source = scanned_source(graph, node, claimed)
+        if source is None:
+            return None
+        shape = node.info.shape
+        dim = scan_dim(node, len(shape))
+        for nodes in candidates(graph, node, source, claimed, shape):
+            group = make_group(graph, NAME, nodes, anchor=node.name, shape=tuple(shape), dim=dim, op=node.op,
+                               source=source)
+            if group.inputs and broadcast_shape(graph, group) == tuple(shape):
+                return group
+        return None  # a scan of a constant: nothing to read
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        # Memory-bound, one pass. BLOCK is the tile in elements (the launcher narrows it to the row length and
+        # packs short rows); the defaults are leads until timed on the H200.
+        shape, dim = group.detail["shape"], group.detail["dim"]
+        if dim == len(shape) - 1:
+            return [{"BLOCK": b, "num_warps": w} for b, w in ((1024, 4), (2048, 8), (4096, 8), (4096, 16), (512, 4))]
+        # Inner-dim scans: COLS neighbouring columns per program (>= 32 fp32 = one 128-byte line per row of the
+        # tile); fewer columns give more programs when outer * inner is small.
+        return [{"BLOCK": b, "COLS": c, "num_warps": w}
+                for b, c, w in ((2048, 32, 4), (4096, 64, 8), (1024, 16, 4), (2048, 64, 4), (8192, 128, 8))]
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        return write(graph, group, config, ident)

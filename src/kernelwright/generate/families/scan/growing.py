@@ -1,0 +1,30 @@
+"""What a scan absorbs: the pointwise chain that produces the scanned value and the one that consumes the result;
+and the shape the group's operands broadcast to, which must be the scan's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from kernelwright.generate.families.base import Group, epilogue_chain, prologue_chain
+from kernelwright.generate.graph import Node, ProblemGraph
+from kernelwright.generate.operators import CONSTANTS
+
+
+def candidates(graph: ProblemGraph, node: Node, source: str, claimed: set[str], shape: Sequence[int]
+               ) -> tuple[list[str], list[str]]:
+    """The members to try, widest first: with the prologue, then without it."""
+    epilogue = epilogue_chain(graph, node.name, claimed)
+    prologue = prologue_chain(graph, source, claimed, shape=shape)
+    return [*prologue, node.name, *epilogue], [node.name, *epilogue]
+
+
+def broadcast_shape(graph: ProblemGraph, group: Group) -> tuple[int, ...]:
+    shapes = [graph.info(v).shape for v in group.inputs] + constant_shapes(graph, group)
+    return tuple(torch.broadcast_shapes(*shapes))
+
+
+def constant_shapes(graph: ProblemGraph, group: Group) -> list[tuple[int, ...]]:
+    return [tuple(graph.info(n).shape) for n in group.nodes
+            if graph.node(n).op in CONSTANTS and graph.info(n).numel > 1]
