@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     settings = BenchSettings(out_dir=args.out.resolve(), device=device, generator=args.generator,
                              budget_per_problem_s=args.budget_per_problem, budget_s=args.budget, arch=args.arch,
                              allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision,
-                             baselines=args.baselines, jobs=args.jobs, resume=args.resume, db_path=args.db)
+                             baselines=args.baselines, jobs=args.jobs, resume=args.resume, db_path=args.db,
+                             solutions=args.solutions is not None)
     if args.solutions is not None:
         missing = [p.name for p in problems if p.solution is None]
         if missing:

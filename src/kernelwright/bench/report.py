@@ -87,7 +87,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
 # -- plots ---------------------------------------------------------------------------------------------------------
 def _svg(fig: Any) -> str:
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     import matplotlib.pyplot as plt
 
     plt.close(fig)

@@ -49,7 +49,7 @@ def _instruction_mix(instructions: Sequence[Mapping[str, Any]]) -> dict[str, int
 def sol_score(reference_ms: float | None, kernel_ms: float | None, floor_ms: float | None) -> float | None:
     """How much of the gap between PyTorch (eager) and the achievable floor the kernel closes, in [0, 1]: 0 is no
     faster than eager, 1 is at the floor (after SOL-ExecBench's speed-of-light score). None without the three."""
-    if not (reference_ms and kernel_ms and floor_ms) or reference_ms <= floor_ms:
+    if reference_ms is None or kernel_ms is None or floor_ms is None or reference_ms <= floor_ms:
         return None
     return max(0.0, min(1.0, (reference_ms - kernel_ms) / (reference_ms - floor_ms)))
 

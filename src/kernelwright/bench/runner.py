@@ -50,6 +50,7 @@ class BenchSettings:
     jobs: int = 1
     resume: bool = False
     db_path: Path | None = None
+    solutions: bool = False  # score outside ModelNew files (each problem's .solution) instead of optimizing
 
     def key_fields(self) -> dict[str, Any]:
         """What, besides the problem, the solution and the machine, decides a row."""
@@ -91,7 +92,7 @@ def _hash(data: Any) -> str:
 
 def row_key(problem: BenchProblem, settings: BenchSettings, where: dict[str, Any]) -> str:
     return _hash({"problem": _sha(problem.path), "solution": _sha(problem.solution), "machine": where,
-                  "settings": settings.key_fields(), "mode": "solutions" if problem.solution else "optimize"})
+                  "settings": settings.key_fields(), "mode": "solutions" if settings.solutions else "optimize"})
 
 
 def baseline_key(problem: BenchProblem, settings: BenchSettings, where: dict[str, Any]) -> str:
@@ -109,10 +110,13 @@ def run_task(task: Task) -> tuple[dict[str, Any], dict[str, Any]]:
 
     problem = task.problem
     started = time.monotonic()
-    mode = "solutions" if problem.solution else "optimize"
+    mode = "solutions" if task.settings.solutions else "optimize"
     base = {"name": problem.name, "path": str(problem.path), "mode": mode}
     try:
-        if problem.solution is not None:
+        if task.settings.solutions and problem.solution is None:
+            return rows.failure_row(**base, status=rows.NO_SOLUTION, message="no file in the solutions folder "
+                                    "matches this problem's name"), {}
+        if task.settings.solutions:
             return _verify_solution(task, started)
         return _optimize(task, started)
     except UnsupportedProblem as exc:
@@ -323,7 +327,7 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
     for problem in problems:
         if problem.name not in results:
             results[problem.name] = rows.failure_row(
-                name=problem.name, path=str(problem.path), mode="solutions" if problem.solution else "optimize",
+                name=problem.name, path=str(problem.path), mode="solutions" if settings.solutions else "optimize",
                 status=rows.NOT_RUN, message="interrupted before it started" if interrupted else
                 "the bench's --budget ran out before it started; run again with --resume")
     progress.running = []
@@ -375,7 +379,8 @@ def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float 
                             row, baselines = future.result()
                         except Exception as exc:  # noqa: BLE001 - a worker that died: the problem's row
                             row, baselines = rows.failure_row(
-                                name=task.problem.name, path=str(task.problem.path), mode="optimize",
+                                name=task.problem.name, path=str(task.problem.path),
+                                mode="solutions" if settings.solutions else "optimize",
                                 status="crashed", message=f"the bench worker died: {exc!r}"[:300]), {}
                         finish(task, row, baselines)
                     progress.running = [t.problem.name for t in running.values()]

@@ -1,0 +1,131 @@
+"""``kernelwright bench`` end to end on the CPU: outside solutions scored with the verifier (an honest one, a wrong
+one, an exploit), a problem that is itself broken, the resume, and bad invocations — each a row or one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelwright.cli import main
+
+HERE = Path(__file__).resolve().parents[1]
+SOFTMAX = HERE / "verify" / "problems" / "softmax.py"
+VECTOR_ADD = HERE / "verify" / "problems" / "vector_add.py"
+CANDIDATES = HERE / "verify" / "candidates"
+
+LIBRARY_IN_DISGUISE = '''"""Claims a kernel; returns PyTorch's answer."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.add(a, b)
+'''
+
+BROKEN = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        raise RuntimeError("this problem's forward is broken")
+
+
+def get_inputs():
+    return [torch.randn(8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> tuple[Path, Path]:
+    problems, solutions = tmp_path / "problems", tmp_path / "solutions"
+    problems.mkdir()
+    solutions.mkdir()
+    shutil.copy(SOFTMAX, problems / "1_softmax.py")
+    shutil.copy(SOFTMAX, problems / "2_softmax_again.py")
+    shutil.copy(VECTOR_ADD, problems / "3_vector_add.py")
+    (problems / "4_broken.py").write_text(BROKEN)
+    shutil.copy(SOFTMAX, problems / "5_unanswered.py")
+    shutil.copy(CANDIDATES / "softmax_ok.py", solutions / "1_softmax.py")
+    shutil.copy(CANDIDATES / "softmax_wrong.py", solutions / "2_softmax_again.py")
+    (solutions / "3_vector_add.py").write_text(LIBRARY_IN_DISGUISE)
+    shutil.copy(CANDIDATES / "softmax_ok.py", solutions / "4_broken.py")
+    return problems, solutions
+
+
+@pytest.mark.slow
+def test_outside_solutions_are_scored_and_a_rerun_resumes(suite: tuple[Path, Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    problems, solutions = suite
+    out, db = tmp_path / "bench", tmp_path / "runs.sqlite"
+    args = ["bench", str(problems), "--solutions", str(solutions), "--out", str(out), "--db", str(db),
+            "--device", "cpu"]
+    assert main(args) == 0
+    doc = json.loads((out / "results.json").read_text())
+    by_name = {r["name"]: r for r in doc["problems"]}
+    assert by_name["1_softmax"]["status"] == "passed"
+    assert by_name["2_softmax_again"]["status"] == "incorrect"
+    exploit = by_name["3_vector_add"]
+    assert exploit["status"] == "rejected" and exploit["exploit"] and "no-own-kernel" in exploit["findings"]
+    assert by_name["4_broken"]["status"] == "input-error" and "fix the problem file" in by_name["4_broken"]["message"]
+    assert by_name["5_unanswered"]["status"] == "no-solution"
+    assert doc["summary"]["fast_0"] == 0.2 and doc["summary"]["exploits"] == [["3_vector_add", "no-own-kernel"]]
+    assert not doc["timed"] and "Nothing was timed" in doc["note"]
+    assert (out / "report.md").is_file() and (out / "1_softmax" / "verdict.json").is_file()
+    capsys.readouterr()
+
+    # The same bench again with --resume: every finished row comes from the run database, nothing is verified.
+    assert main([*args, "--resume"]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["resumed_rows"] == 5  # a solution added later changes the key: that row is redone then
+    assert [r["status"] for r in again["problems"]] == [r["status"] for r in doc["problems"]]
+    assert again["elapsed_s"] < 10
+
+
+@pytest.mark.parametrize("make, args, message", [
+    (lambda t: (t / "empty").mkdir(), ["{t}/empty"], "holds no problem files"),
+    (lambda t: None, ["{t}/nothing-here"], "does not exist"),
+    (lambda t: (t / "s").mkdir(), ["{softmax}", "--solutions", "{t}/s"], "no file in .* matches a problem"),
+    (lambda t: (t / "out").write_text("x"), ["{softmax}", "--out", "{t}/out"], "is a file"),
+])
+def test_bad_invocations_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], make, args,
+                                              message) -> None:
+    import re
+
+    make(tmp_path)
+    argv = ["bench", *(a.format(t=tmp_path, softmax=SOFTMAX) for a in args), "--device", "cpu"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err
+
+
+@pytest.mark.parametrize("flag", [["--budget", "5"], ["--budget-per-problem", "0s"], ["--jobs", "0"],
+                                  ["--baselines", "fast"]])
+def test_bad_flags_are_refused(flag: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", str(SOFTMAX), *flag])
+    assert exc.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_templates_bench_stops_starting_problems_when_the_total_budget_is_spent(tmp_path: Path) -> None:
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    shutil.copy(VECTOR_ADD, problems / "1_vector_add.py")
+    shutil.copy(SOFTMAX, problems / "2_softmax.py")
+    out = tmp_path / "bench"
+    assert main(["bench", str(problems), "--out", str(out), "--db", str(tmp_path / "runs.sqlite"),
+                 "--device", "cpu", "--budget", "1s"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    first, second = doc["problems"]
+    assert first["status"] == "passed" and first["families"] == ["pointwise"] and first["best_py"]
+    assert second["status"] == "not-run" and "--resume" in second["message"]

@@ -1,0 +1,83 @@
+"""The bench's outputs from real verdicts (three H200 winners recorded on 2026-12-02 in benchmarks/results/runs):
+results.json's schema, the markdown table, and report.html opened in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernelwright.bench import rows
+from kernelwright.bench.report import NOT_TIMED, PLOTS, SCHEMA, write_outputs
+from kernelwright.bench.runner import BenchOutcome, BenchSettings
+from kernelwright.verify.records import Verdict
+
+RUNS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "runs"
+MACHINE = {"device": "NVIDIA H200", "torch": "2.11.0+cu130", "triton": "3.6.0", "kernelwright": "0.1.0"}
+
+
+def _outcome(out: Path, *, device: str = "cuda") -> BenchOutcome:
+    table = []
+    for run in sorted(RUNS.iterdir()):
+        verdict = Verdict.from_json(json.loads((run / "verdict.json").read_text()))
+        table.append(rows.finite(rows.row_from_verdict(verdict, name=run.name, path=f"{run.name}.py",
+                                                       mode="optimize", best_py=str(run / "best.py"),
+                                                       report_md=str(run / "report.md"))))
+    table.append(rows.failure_row(name="sort_rows", path="sort_rows.py", mode="optimize", status="unsupported",
+                                  message="no template covers any part of sort_rows.py (aten sort)"))
+    return BenchOutcome(rows=table, machine=MACHINE, settings=BenchSettings(out_dir=out, device=device))
+
+
+def test_results_json_holds_the_rows_and_scores(tmp_path: Path) -> None:
+    written = write_outputs(_outcome(tmp_path), tmp_path, formats=("json", "md"))
+    doc = json.loads(written["json"].read_text())
+    assert doc["schema"] == SCHEMA and doc["timed"] and doc["machine"]["device"] == "NVIDIA H200"
+    by_name = {r["name"]: r for r in doc["problems"]}
+    causal = by_name["attention_causal_fp16"]
+    assert causal["tensor_core"] == ["HGMMA"] and causal["matmul_dominant"]
+    assert causal["speedup"]["compile_max_autotune"] == pytest.approx(0.8852 / 0.11552, rel=1e-3)
+    assert 0 < causal["sol_score"] <= 1 and causal["arithmetic_intensity"] > 100
+    assert doc["summary"]["fast_0"] == 0.75 and doc["summary"]["statuses"]["unsupported"] == 1
+    md = written["md"].read_text()
+    assert "| attention_causal_fp16 | passed | 0.1155 |" in md and "vs max-autotune: geomean" in md
+
+
+def test_a_cpu_bench_says_nothing_was_timed(tmp_path: Path) -> None:
+    outcome = _outcome(tmp_path, device="cpu")
+    for r in outcome.rows:
+        r["timed"], r["ms"], r["speedup"] = False, dict.fromkeys(r["ms"]), dict.fromkeys(r["speedup"])
+    written = write_outputs(outcome, tmp_path, formats=("json", "md"))
+    assert json.loads(written["json"].read_text())["note"] == NOT_TIMED
+    assert NOT_TIMED in written["md"].read_text()
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="headless Chromium not installed (.ci/run installs Debian's)")
+def test_report_html_opens_in_chromium_with_every_plot_and_no_console_error(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    written = write_outputs(_outcome(tmp_path), tmp_path)
+    html = written["html"].read_text()
+    # Self-contained: nothing is fetched when it is opened (SVG namespace URIs are names, not requests).
+    assert not re.search(r"""(src|href)\s*=\s*["']?https?:|url\(\s*["']?https?:|<link\b|<script\s+src""", html)
+    browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}"]
+    url = written["html"].resolve().as_uri()
+    shot = tmp_path / "report.png"
+    run = subprocess.run([*browser, f"--screenshot={shot}", "--window-size=1280,2600", url], capture_output=True,
+                         text=True, timeout=120)
+    assert shot.is_file() and shot.stat().st_size > 10_000, run.stderr[-2000:]
+    console = [line for line in run.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert not console, console
+    dom = subprocess.run([*browser, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    for key, _, _ in PLOTS:
+        figure = re.search(rf'<figure class="plot" data-plot="{key}">(.*?)</figure>', dom, re.S)
+        assert figure is not None, f"plot {key} missing"
+        assert "<svg" in figure.group(1) and figure.group(1).count("<path") >= 3, f"plot {key} is empty"
+    assert dom.count("<tr class=\"passed\">") == 3 and "sort_rows" in dom
