@@ -290,3 +290,33 @@ def test_the_progress_line_ends_on_the_verdict(problem: Path, tmp_path: Path, mo
              progress=Progress(stream=stream), db_path=tmp_path / "runs.sqlite")
     last = stream.getvalue().strip().splitlines()[-1]
     assert "verifying" not in last and "c002 passed" in last and "best 0.5000 ms" in last, last
+
+
+def test_out_naming_a_file_is_a_clear_input_error(problem: Path, tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    with pytest.raises(InputError, match="is a file"):
+        optimize(problem, out_dir=taken, device="cpu")
+    assert taken.read_text() == "mine"
+
+
+def test_a_problem_whose_forward_raises_is_told_to_fix_the_file_and_leaves_no_folder(tmp_path: Path) -> None:
+    path = tmp_path / "broken.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x @ torch.randn(3, 3)  # the inputs are 4 wide
+
+        def get_inputs():
+            return [torch.randn(2, 4)]
+
+        def get_init_inputs():
+            return []
+    """))
+    out = tmp_path / "run"
+    with pytest.raises(InputError, match=r"forward raised RuntimeError.*fix the problem file"):
+        optimize(path, out_dir=out, device="cpu")
+    assert not out.exists()

@@ -192,6 +192,18 @@ def _model_source(problem: ProblemFile) -> tuple[str, str]:
     return "\n".join(prelude), init
 
 
+def _forward_must_run(name: str, model: torch.nn.Module, args: list) -> None:
+    """Raise InputError when the problem's own forward fails on its own inputs: then the file needs fixing, and
+    no generator would help (a user was told to try the LLM, 2026-12-01)."""
+    try:
+        with torch.no_grad():
+            model(*args)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InputError(f"problem {name}: its forward raised {type(exc).__name__}: {first[:200]}; fix the problem "
+                         "file") from None
+
+
 def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[str, int] | None = None
             ) -> ProblemGraph:
     """Export the problem's reference (at ``size_overrides`` of its size constants, if given) and describe its
@@ -215,6 +227,7 @@ def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[
     try:
         exported, dynamic = _export(model, args)
     except Exception as exc:
+        _forward_must_run(problem.path.name, model, args)  # a broken problem is the problem's fault, not export's
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise InputError(f"problem {problem.path.name}: its graph cannot be captured with torch.export "
                          f"({type(exc).__name__}: {first[:200]}); use --generator llm for such problems") from None

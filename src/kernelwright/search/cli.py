@@ -73,7 +73,11 @@ def run(args: argparse.Namespace) -> int:
     from kernelwright.search.outputs import summary_json
     from kernelwright.search.progress import Progress
 
+    from kernelwright.errors import InputError
+
     out = args.out or Path("runs") / Path(args.problem).stem
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file: name a folder for the run's outputs (best.py, report.md, ...)")
     policy = Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision)
     if args.generator != "templates":
         status = _run_llm(args, out, policy)

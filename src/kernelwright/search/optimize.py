@@ -19,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kernelwright.errors import InputError
 from kernelwright.generate.families.base import DEFAULT_POLICY, Family, Policy
 from kernelwright.generate.plan import Plan
 from kernelwright.hardware.local import target_arch
@@ -177,11 +179,19 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
 
     started = time.monotonic()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file: name a folder for the run's outputs (best.py, report.md, ...)")
     device = resolve_device(device)
     progress = progress or Progress()
     arch = target_arch(device, arch)
-    the_plan, builder = template_builder(problem, out / "candidates", arch=arch, policy=policy, families=families)
+    made = not out.exists()
+    try:
+        the_plan, builder = template_builder(problem, out / "candidates", arch=arch, policy=policy,
+                                             families=families)
+    except BaseException:
+        if made:  # a run that never started leaves no empty folder behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     evaluator = evaluator or evaluator_for(problem, device, arch, policy)
     record = _RunRecord(Path(problem), arch=arch, device=device, policy=policy, budget_s=budget_s, out=out,
                         db_path=db_path)
