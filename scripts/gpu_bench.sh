@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# kernelwright bench on the GPU machine, in one device call that stops itself before the call's limit:
+#   bash scripts/gpu_bench.sh SECONDS [bench options...]       e.g. 480 problems --jobs 4 --budget-per-problem 60s
+# The run database travels with the repository (benchmarks/results/bench-h200.sqlite): finished rows and cached
+# baseline timings accumulate across calls and sessions (--resume). After the call, copy $OUT/bench-h200.sqlite
+# over it and commit it; $OUT also holds results.json, report.md, report.html and the problems' folders (tgz).
+set -u
+cd "$(dirname "$0")/.."
+limit=${1:?seconds}; shift
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
+out="${OUT:-/tmp/gpu-bench-out}"
+db=benchmarks/results/bench-h200.sqlite
+mkdir -p "$out"
+work=/tmp/kw-bench && rm -rf "$work" && mkdir -p "$work"
+[ -f "$db" ] && cp "$db" "$work/runs.sqlite"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
+start=$SECONDS
+# Into a file, not a pipe: a process left behind by a cut run would hold a pipe open, and the call with it.
+timeout --signal=INT --kill-after=90 "$limit" python3 -m kernelwright bench --resume --db "$work/runs.sqlite" \
+  --out "$work/bench" --device cuda "$@" >"$out/bench.log" 2>&1
+echo "== bench: exit $?, $((SECONDS - start)) s =="
+grep -v '^bench ' "$out/bench.log" | tail -5; grep '^bench ' "$out/bench.log" | tail -1
+cp "$work/runs.sqlite" "$out/bench-h200.sqlite"
+cp "$work/bench/results.json" "$work/bench/report.md" "$work/bench/report.html" "$out/" 2>/dev/null
+tar czf "$out/bench-runs.tgz" -C "$work" bench --exclude='*.so' --exclude='__pycache__' 2>/dev/null
+cat "$work/bench/report.md" 2>/dev/null | tail -45
