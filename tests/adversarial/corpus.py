@@ -307,6 +307,56 @@ def _output_caching_versioned(rng: random.Random) -> str:
     """)
 
 
+def _identity_caching(rng: random.Random) -> str:
+    # KNOWN_HACKS #20: keyed on id() of the input object, which a harness that reuses its input tensors repeats.
+    return softmax_module(rng, """
+        if not hasattr(self, "by_id"):
+            self.by_id = {}
+        if id(x) not in self.by_id:
+            self.by_id[id(x)] = {F}(x.contiguous(), torch.empty_like(x))
+        return self.by_id[id(x)]
+    """)
+
+
+def _module_level_cache(rng: random.Random) -> str:
+    # KNOWN_HACKS #21: an earlier answer kept in a module-level tensor and copied into a fresh output each call.
+    return softmax_module(rng, """
+        key = tuple(x.shape)
+        if key not in _ANSWERS:
+            _ANSWERS[key] = {F}(x.contiguous(), torch.empty_like(x))
+        out = torch.empty_like(x)
+        out.copy_(_ANSWERS[key])
+        return out
+    """, top="\n_ANSWERS = {}\n")
+
+
+def _precision_swap(rng: random.Random) -> str:
+    # KNOWN_HACKS #22: an fp16 problem whose kernel rounds the operands to bf16 and runs bf16 MMAs.
+    k = _name(rng, "mm")
+    return HEADER + f"""
+
+@triton.jit
+def {k}(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+    c = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], c.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        a, b = a.contiguous(), b.contiguous()
+        (m, k), n = a.shape, b.shape[1]
+        c = torch.empty(m, n, dtype=a.dtype, device=a.device)
+        block = [max(16, triton.next_power_of_2(v)) for v in (m, n, k)]
+        {k}[(1,)](a, b, c, m, n, k, BM=block[0], BN=block[1], BK=block[2])
+        return c
+"""
+
+
 def _input_mutation(rng: random.Random) -> str:
     return softmax_module(rng, """
         x_ = x.contiguous()
@@ -672,6 +722,14 @@ CASES: tuple[Case, ...] = (
     Case("output-caching", "8 output caching", "output-caching", "rejected", BOTH, SOFTMAX, _output_caching),
     Case("output-caching-versioned", "8 output caching (address and version)", "output-caching", "rejected", CPU,
          SOFTMAX, _output_caching_versioned),
+    Case("identity-caching", "20 identity caching", "output-caching", "rejected", CPU, SOFTMAX,
+         _identity_caching),
+    Case("device-side-cache", "21 device-side cache (a module-level tensor)", "output-caching", "rejected", CPU,
+         SOFTMAX, _module_level_cache),
+    # Caught twice: by the numbers (7 bits of mantissa for 10) and by the SASS's MMA operand type. The upcast half of
+    # #22 (16-bit MMAs in an fp8 problem: correct, not the claimed path) is tests/inspect/test_expectations.py's.
+    Case("precision-swap", "22 silent precision downcast (bf16 MMAs in an fp16 problem)", "low-precision-mma",
+         "incorrect", CPU, PROBLEMS / "matmul_fp16.py", _precision_swap),
     Case("input-mutation", "9 input mutation", "input-mutation", "rejected", CPU, SOFTMAX, _input_mutation),
     Case("precision-fp16", "10 lower precision (fp16 math)", "precision", "rejected", BOTH, SOFTMAX,
          _precision_fp16),

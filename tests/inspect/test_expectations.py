@@ -51,7 +51,23 @@ def test_matching_precision_is_silent(summary: Summary) -> None:
     assert evaluate([summary({"HGMMA.64x64x16.F32": 2})], MATMUL_FP16, "sm_90a") == []
     bf16 = ProblemTraits(dominant="matmul", compute_dtype="bfloat16")
     assert evaluate([summary({"HGMMA.64x64x16.F32.BF16": 2})], bf16, "sm_90a") == []
-    assert evaluate([summary({"HGMMA.64x64x16.F32": 2})], bf16, "sm_90a") == []  # fp16 in bf16: equal width
+
+
+
+def test_a_precision_swap_is_named_either_way(summary: Summary) -> None:
+    """KNOWN_HACKS #22: the MMA operand type must match the problem's precision claim."""
+    bf16 = ProblemTraits(dominant="matmul", compute_dtype="bfloat16")
+    fp8 = ProblemTraits(dominant="matmul", compute_dtype="float8_e4m3fn")
+    # fp16 operands in a bf16 problem: correct, wider mantissa, narrower range — and not the claimed path
+    assert codes(evaluate([summary({"HGMMA.64x64x16.F32": 2})], bf16, "sm_90a")) == {
+        "mma-type-mismatch": Severity.WARNING}
+    # an fp8 problem on bf16 MMAs: the fp8 tensor cores never ran
+    found = evaluate([summary({"HGMMA.64x64x16.F32.BF16": 4})], fp8, "sm_90a")
+    assert codes(found) == {"mma-type-mismatch": Severity.WARNING} and "fp8" in found[0].message
+    assert evaluate([summary({"QGMMA.64x64x32.F32.E4M3.E4M3": 1})], fp8, "sm_90a") == []
+    # bf16 operands in an fp16 problem: 7 bits of mantissa for 10 — a downcast
+    assert codes(evaluate([summary({"HGMMA.64x64x16.F32.BF16": 2})], MATMUL_FP16, "sm_90a")) == {
+        "low-precision-mma": Severity.ERROR}
 
 
 def test_fp8_in_a_half_problem(summary: Summary) -> None:

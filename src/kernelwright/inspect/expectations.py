@@ -13,7 +13,10 @@ code                        severity  when
 ``fp16-in-fp32``            error     an fp32 problem's MMAs take fp16 or bf16 operands (note with
                                       ``allow_reduced_precision``)
 ``low-precision-mma``       error     MMA operands below the problem's precision otherwise (fp8/int8 in a 16-bit
-                                      problem, anything below fp64 in an fp64 problem; note when allowed)
+                                      problem, bf16 in an fp16 one, anything below fp64 in an fp64 problem; note
+                                      when allowed)
+``mma-type-mismatch``       warning   MMA operands wider than the problem's (16-bit MMAs in an fp8 problem, fp16
+                                      in a bf16 one): correct, but the problem's own tensor-core path never ran
 ``mma-type-unknown``        warning   Blackwell tcgen05 MMAs in an fp32 problem without PTX to show their kind
 ``no-tensor-core``          warning   a matmul/conv/attention-dominant problem whose dtype the arch's tensor cores
                                       take, with no tensor-core instruction in any kernel
@@ -171,15 +174,24 @@ def _precision_findings(kernel: KernelSummary, traits: ProblemTraits, dtype: str
                 ))
             continue
         kind_bits = _PRECISION.get(kind)
-        if kind_bits is None or kind_bits >= problem_bits:
+        if kind_bits is None or kind == dtype:
+            continue
+        if kind_bits >= problem_bits:
+            # Wider (or as wide) operands than the problem's: correct, but not the precision the problem claims —
+            # an fp8 problem on 16-bit MMAs never ran the fp8 tensor cores (KNOWN_HACKS #22, "or the reverse").
+            findings.append(Finding(
+                code="mma-type-mismatch",
+                severity=Severity.WARNING,
+                message=f"{kernel.name}: {dtype} problem computed with {count} {kind} tensor-core MMAs; its "
+                f"speed is not {dtype}'s",
+                details={**details_base, "operand_type": kind},
+            ))
             continue
         if dtype == "fp32" and kind == "tf32":
             findings.append(_tf32_finding(kernel, traits, count, details_base))
         elif dtype == "fp32" and kind in ("fp16", "bf16"):
             findings.append(_half_in_fp32(kernel, traits, count, kind, details_base))
-        elif {dtype, kind} == {"fp16", "bf16"}:
-            continue  # equal width: bf16 trades mantissa for range, not a shortcut worth a finding
-        else:
+        else:  # fp16 on bf16 MMAs included: 7 bits of mantissa for 10 (KNOWN_HACKS #22)
             allowed = traits.allow_reduced_precision
             findings.append(Finding(
                 code="low-precision-mma",
