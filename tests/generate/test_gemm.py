@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from kernelwright.generate.families.base import Policy
-from kernelwright.generate.families.gemm import Atom, GemmFamily, regroup, smem_bytes
+from kernelwright.generate.families.gemm import GemmFamily
+from kernelwright.generate.families.gemm.family import smem_bytes
+from kernelwright.generate.families.gemm.model import Atom, regroup
 from kernelwright.generate.graph import capture
 from kernelwright.generate.plan import plan
 from kernelwright.records import Status

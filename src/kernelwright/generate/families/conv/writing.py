@@ -1,24 +1,5 @@
-"""Family 6 — 2-D convolution with its epilogue: ``aten.convolution`` (NCHW, groups 1, not transposed) followed by
-its bias, an eval-mode batch norm (``_native_batch_norm_legit_no_training``), and the pointwise nodes that consume
-the result (activations, a residual, casts), all applied in one pass over the output.
-
-Two variants, configurations of one group so the tuner can choose:
-
-- **library** (the default): the launcher runs ``aten.convolution`` *without* its bias (cuDNN on a GPU), then one
-  Triton kernel of ours applies bias + batch norm + the pointwise epilogue in a single read and write of the
-  output, one program per (image, channel) plane so the per-channel parameters are loaded once as scalars.
-  Precision: in an fp32 problem cuDNN must not use TF32; the verifier's children set
-  ``torch.backends.cudnn.allow_tf32`` from the precision policy (off unless TF32 is allowed), and the generated
-  file relies on that process setting rather than changing global flags itself. Offered only when there is an
-  epilogue to apply (a bare convolution would gain nothing but a copy).
-- **implicit GEMM**: a Triton convolution. The output pixels (image x OH x OW, flattened) are the GEMM's M, the
-  output channels its N, and the K loop walks the filter taps (kh, kw) and, inside each tap, the input channels
-  ``BLOCK_K`` at a time, gathering the input patch with masks for padding, stride and dilation. ``tl.dot``
-  (tensor cores for fp16/bf16; fp32 problems ``input_precision="ieee"`` unless the policy allows TF32). The
-  epilogue is applied to the fp32 accumulator before the single store.
-
-Groups > 1, transposed, 1-D and 3-D convolutions are left to PyTorch.
-"""
+"""The source of a convolution group in either variant: a library convolution and our epilogue kernel, or one
+implicit-GEMM Triton kernel; the epilogue (bias, batch norm, pointwise nodes) is written once for both."""
 
 from __future__ import annotations
 
@@ -29,22 +10,22 @@ import torch
 
 from kernelwright.generate import expr
 from kernelwright.generate.families.base import (
-    DEFAULT_POLICY,
     Config,
     Group,
-    Policy,
     Rendered,
-    epilogue_graph,
     live_dims,
-    make_group,
+    load_line,
+    operand_layout_lines,
     operand_mode,
 )
-from kernelwright.generate.graph import Node, ProblemGraph, Ref, node_inputs
+from kernelwright.generate.families.conv.matching import roles
+from kernelwright.generate.graph import ProblemGraph, node_inputs
 from kernelwright.generate.operators import CONSTANTS
 
-NAME = "conv"
-BATCH_NORM_EVAL = "_native_batch_norm_legit_no_training"
-_FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+    renderer = _Renderer(graph, group, config, ident)
+    return renderer.library() if config["variant"] == "library" else renderer.implicit_gemm()
 
 
 def _affine(name: str, scale: int, shift: int) -> str:
@@ -53,144 +34,12 @@ def _affine(name: str, scale: int, shift: int) -> str:
     return text if shift == 0 else f"{text} {'+' if shift > 0 else '-'} {abs(shift)}"
 
 
-def _int_pair(value: object) -> tuple[int, int] | None:
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return int(value[0]), int(value[1])
-    return None
-
-
-def _ref_name(value: object) -> str | None:
-    return value.name if isinstance(value, Ref) else None
-
-
-@dataclass(frozen=True)
-class _Roles:
-    """Who is who in a claimed group (parsed back from ``group.detail``)."""
-
-    conv: str
-    x: str
-    weight: str
-    bias: str | None
-    stride: tuple[int, int]
-    padding: tuple[int, int]
-    dilation: tuple[int, int]
-    bn: str | None  # the getitem holding the batch norm's result
-    bn_weight: str | None
-    bn_bias: str | None
-    bn_mean: str | None
-    bn_var: str | None
-    bn_eps: float
-    pointwise: tuple[str, ...]  # epilogue nodes after the convolution (and batch norm), in graph order
-
-
-class ConvFamily:
-    name = NAME
-
-    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
-        if node.name in claimed or node.op != "convolution" or node.info is None or len(node.info.shape) != 4:
-            return None
-        x, weight = _ref_name(node.args[0]), _ref_name(node.args[1])
-        bias = node.args[2] if len(node.args) > 2 else None
-        if x is None or weight is None or (bias is not None and _ref_name(bias) is None):
-            return None
-        stride, padding, dilation = (_int_pair(a) for a in node.args[3:6])
-        transposed, groups = node.args[6], node.args[8]
-        if stride is None or padding is None or dilation is None or transposed or groups != 1:
-            return None
-        dtype = node.info.dtype
-        operands = [x, weight] + ([bias.name] if bias is not None else [])
-        if dtype not in _FLOAT_TYPES or any(graph.info(v).dtype != dtype for v in operands):
-            return None
-        if len(graph.info(x).shape) != 4 or len(graph.info(weight).shape) != 4:
-            return None
-        shape = node.info.shape
-        members = [node.name]
-        bn = self._batch_norm(graph, node, claimed)
-        detail: dict[str, object] = {"conv": node.name, "x": x, "weight": weight,
-                                     "bias": bias.name if bias is not None else None, "stride": stride,
-                                     "padding": padding, "dilation": dilation, "bn": None}
-        if bn is not None:
-            bn_node, getitem = bn
-            members += [bn_node.name, getitem.name]
-            detail.update(bn=getitem.name, bn_weight=_ref_name(bn_node.args[1]), bn_bias=_ref_name(bn_node.args[2]),
-                          bn_mean=_ref_name(bn_node.args[3]), bn_var=_ref_name(bn_node.args[4]),
-                          bn_eps=float(bn_node.args[6]))
-        pointwise = epilogue_graph(graph, members, claimed, shape)
-        detail["pointwise"] = tuple(pointwise)
-        return make_group(graph, NAME, [*members, *pointwise], anchor=node.name, shape=tuple(shape), **detail)
-
-    @staticmethod
-    def _batch_norm(graph: ProblemGraph, conv: Node, claimed: set[str]) -> tuple[Node, Node] | None:
-        """The eval-mode batch norm applied to the convolution's result, and the getitem of its output."""
-        for user in graph.consumers(conv.name):
-            if user.op != BATCH_NORM_EVAL or user.name in claimed or user.args[0] != Ref(conv.name):
-                continue
-            if _ref_name(user.args[3]) is None or _ref_name(user.args[4]) is None:
-                return None
-            getitems = graph.consumers(user.name)
-            if len(getitems) != 1 or getitems[0].op != "getitem" or getitems[0].args[1] != 0:
-                return None  # the saved statistics are used: leave it to PyTorch
-            params = [_ref_name(a) for a in user.args[1:5]]
-            if any(p is not None and len(graph.info(p).shape) != 1 for p in params):
-                return None
-            return user, getitems[0]
-        return None
-
-    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
-        from kernelwright.hardware import arch_spec
-
-        roles = _roles(group)
-        dtype = graph.info(roles.conv).dtype
-        configs: list[Config] = []
-        if roles.bias is not None or roles.bn is not None or roles.pointwise:
-            # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
-            configs.append({"variant": "library", "BLOCK": 1024, "num_warps": 4})
-        if dtype == torch.float32:
-            precision = "tf32" if policy.allow_tf32 else "ieee"
-            # fp32 IEEE dots run on the FMA units: modest tiles keep the accumulator and operands in registers.
-            # Leads, not yet timed on the H200.
-            tiles = [(64, 64, 16, 4, 2, "nchw"), (128, 64, 16, 8, 2, "nchw"), (64, 64, 32, 4, 2, "nhwc"),
-                     (32, 64, 16, 4, 2, "nchw")]
-            if precision == "tf32":
-                tiles = [(128, 128, 32, 8, 3, "nchw"), (128, 64, 32, 4, 3, "nhwc"), (64, 64, 32, 4, 3, "nchw")]
-        else:
-            precision = "half"
-            # Tensor cores (HGMMA on sm_90): M a multiple of 64 per warpgroup; K 32-64 per stage. Leads until
-            # timed. "nhwc" copies the input to channels-last first (one extra read and write of it) so that the
-            # patch loads run along channels: 128-bit loads instead of the 16-bit gathers along NCHW rows seen in
-            # the sm_90a SASS. With few input channels the NCHW gather wastes less, so it goes first there.
-            wide = graph.info(roles.weight).shape[1] >= 16
-            first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
-            tiles = [(128, 128, 64, 8, 3, first), (128, 128, 64, 8, 3, second), (128, 64, 64, 4, 3, first),
-                     (128, 128, 32, 8, 4, first), (64, 64, 32, 4, 3, first)]
-        spec = arch_spec(arch)
-        limit = spec.shared_memory_per_block_optin_bytes - spec.reserved_shared_per_block_bytes
-        for bm, bn, bk, warps, stages, layout in tiles:
-            if (bm * bk + bk * bn) * dtype.itemsize * stages > limit:
-                continue
-            configs.append({"variant": "implicit_gemm", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-                            "num_warps": warps, "num_stages": stages, "layout": layout, "precision": precision})
-        return configs
-
-    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        renderer = _Renderer(graph, group, config, ident)
-        return renderer.library() if config["variant"] == "library" else renderer.implicit_gemm()
-
-
-def _roles(group: Group) -> _Roles:
-    d = group.detail
-    return _Roles(conv=d["conv"], x=d["x"], weight=d["weight"], bias=d["bias"], stride=tuple(d["stride"]),
-                  padding=tuple(d["padding"]), dilation=tuple(d["dilation"]), bn=d["bn"],
-                  bn_weight=d.get("bn_weight"), bn_bias=d.get("bn_bias"), bn_mean=d.get("bn_mean"),
-                  bn_var=d.get("bn_var"), bn_eps=float(d.get("bn_eps", 0.0)), pointwise=tuple(d["pointwise"]))
-
-
 class _Renderer:
     """Source for one convolution group and one configuration."""
 
     def __init__(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> None:
         self.graph, self.group, self.config, self.ident = graph, group, config, ident
-        self.roles = _roles(group)
+        self.roles = roles(group)
         self.shape: tuple[int, ...] = tuple(group.detail["shape"])
         self.dtype = graph.info(self.roles.conv).dtype
         r = self.roles
@@ -227,11 +76,8 @@ class _Renderer:
         for v in self.operands:
             info = self.graph.info(v)
             load = ctx.load(v, self.modes[v], live_dims(info.shape, self.shape))
-            cdt = expr.compute_dtype(info.dtype)
-            if cdt != info.dtype:
-                load += f".to({expr.TL_DTYPE[cdt]})"
-            lines.append(f"x_{v} = {load}")
-            env[v] = expr.Value(f"x_{v}", cdt)
+            line, env[v] = load_line(v, load, info.dtype)
+            lines.append(line)
         emitter = expr.PointwiseEmitter()
         emitter.emit_all((self.graph.node(n) for n in self.group.nodes if n in r.pointwise or
                           self.graph.node(n).op in CONSTANTS), env)
@@ -243,16 +89,6 @@ class _Renderer:
 
     def _strided(self) -> list[str]:
         return [v for v in self.operands if self.modes[v] == "strided"]
-
-    def _prepare_operands(self) -> list[str]:
-        lines = []
-        for v in self.operands:
-            if self.modes[v] == "flat":
-                lines.append(f"    if not ({v}.is_contiguous() and {v}.shape == shape):")
-                lines.append(f"        {v} = {v}.expand(shape).contiguous()")
-            elif self.modes[v] == "strided":
-                lines.append(f"    {v} = {v}.expand(shape)")
-        return lines
 
     def _output_shape_lines(self) -> list[str]:
         r = self.roles
@@ -324,7 +160,7 @@ class _Renderer:
         src.append(f"    conv_out = torch.ops.aten.convolution.default({r.x}, {r.weight}, None, [{sh}, {sw}], "
                    f"[{ph}, {pw}], [{dh}, {dw}], False, [0, 0], 1)")
         src.append("    conv_out = conv_out.contiguous()  # NCHW (a no-op for NCHW inputs)")
-        src += self._prepare_operands()
+        src += operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         block = self.config["BLOCK"]
         src.append(f"    block = min({block}, max(triton.next_power_of_2(out_h * out_w), 128))")
@@ -417,7 +253,7 @@ class _Renderer:
             src.append(f"    {x} = {x}.contiguous(memory_format=torch.channels_last)  # patch loads along channels")
         src.append(f"    weight_t = {wt}.permute(2, 3, 1, 0).contiguous()  # [kh, kw, c_in, c_out]: rows of B "
                    "contiguous along N")
-        src += self._prepare_operands()
+        src += operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         src += [

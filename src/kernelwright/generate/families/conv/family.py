@@ -1,0 +1,63 @@
+"""The convolution family: claims a convolution with its epilogue; its configurations are the two variants and,
+for the implicit GEMM, tiles that fit the arch's shared memory."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.conv.growing import absorb_epilogue
+from kernelwright.generate.families.conv.matching import match_convolution, roles
+from kernelwright.generate.families.conv.writing import write
+from kernelwright.generate.graph import Node, ProblemGraph
+from kernelwright.hardware import arch_spec
+
+NAME = "conv"
+
+
+class ConvFamily:
+    name = NAME
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+        detail = match_convolution(graph, node, claimed)
+        if detail is None:
+            return None
+        members = absorb_epilogue(graph, node, claimed, detail)
+        return make_group(graph, NAME, members, anchor=node.name, shape=tuple(node.info.shape), **detail)
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        group_roles = roles(group)
+        dtype = graph.info(group_roles.conv).dtype
+        configs: list[Config] = []
+        if group_roles.bias is not None or group_roles.bn is not None or group_roles.pointwise:
+            # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
+            configs.append({"variant": "library", "BLOCK": 1024, "num_warps": 4})
+        if dtype == torch.float32:
+            precision = "tf32" if policy.allow_tf32 else "ieee"
+            # fp32 IEEE dots run on the FMA units: modest tiles keep the accumulator and operands in registers.
+            # Leads, not yet timed on the H200.
+            tiles = [(64, 64, 16, 4, 2, "nchw"), (128, 64, 16, 8, 2, "nchw"), (64, 64, 32, 4, 2, "nhwc"),
+                     (32, 64, 16, 4, 2, "nchw")]
+            if precision == "tf32":
+                tiles = [(128, 128, 32, 8, 3, "nchw"), (128, 64, 32, 4, 3, "nhwc"), (64, 64, 32, 4, 3, "nchw")]
+        else:
+            precision = "half"
+            # Tensor cores (HGMMA on sm_90): M a multiple of 64 per warpgroup; K 32-64 per stage. Leads until
+            # timed. "nhwc" copies the input to channels-last first (one extra read and write of it) so that the
+            # patch loads run along channels: 128-bit loads instead of the 16-bit gathers along NCHW rows seen in
+            # the sm_90a SASS. With few input channels the NCHW gather wastes less, so it goes first there.
+            wide = graph.info(group_roles.weight).shape[1] >= 16
+            first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
+            tiles = [(128, 128, 64, 8, 3, first), (128, 128, 64, 8, 3, second), (128, 64, 64, 4, 3, first),
+                     (128, 128, 32, 8, 4, first), (64, 64, 32, 4, 3, first)]
+        spec = arch_spec(arch)
+        limit = spec.shared_memory_per_block_optin_bytes - spec.reserved_shared_per_block_bytes
+        for bm, bn, bk, warps, stages, layout in tiles:
+            if (bm * bk + bk * bn) * dtype.itemsize * stages > limit:
+                continue
+            configs.append({"variant": "implicit_gemm", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                            "num_warps": warps, "num_stages": stages, "layout": layout, "precision": precision})
+        return configs
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        return write(graph, group, config, ident)

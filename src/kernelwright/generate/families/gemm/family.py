@@ -1,0 +1,107 @@
+"""The GEMM family: claims a matmul with its glue and epilogue; its configurations are tiles per precision that
+fit the arch's shared memory."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.gemm.growing import grow
+from kernelwright.generate.families.gemm.matching import ANCHORS, match_matmul
+from kernelwright.generate.families.gemm.model import GemmPlan
+from kernelwright.generate.families.gemm.writing import write
+from kernelwright.generate.graph import Node, ProblemGraph
+
+NAME = "gemm"
+
+# -------------------------------------------------------------------------------------------- configurations
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps), default first. All are leads until timed on the
+# H200, where the project measured cuBLAS at ~758 TFLOP/s bf16, ~728 fp16 and ~50 fp32 (IEEE) on large square
+# GEMMs. Register counts below are from sm_90a cross-compiles at 4096^3 (triton 3.6 and 3.9).
+_HALF_CONFIGS = (
+    (128, 128, 64, 8, 4, 8),  # two warpgroups of 64x128 wgmma, 128 KiB of stages; 110-160 registers
+    (128, 256, 64, 8, 3, 8),  # Triton's tutorial pick for Hopper; 144 KiB; 222-242 registers (an erf-GELU
+    #                           epilogue spills 32 words a thread)
+    (256, 128, 64, 8, 3, 8),  # the same, transposed: for N much smaller than M
+    (64, 128, 64, 8, 4, 4),  # one warpgroup: more tiles in flight for mid-sized problems
+    (128, 64, 64, 8, 4, 4),
+    (64, 64, 64, 8, 4, 4),  # small or skinny problems: enough programs for 132 SMs
+)
+# fp32 without TF32 runs as SIMT FMA (Triton's FMA dot): no tensor cores, smaller K steps, 32-64 accumulators
+# a thread to keep the FMA pipes fed. Leads against cuBLAS's ~50 TFLOP/s.
+_FP32_CONFIGS = (
+    (128, 128, 32, 8, 3, 8),  # cuBLAS's classic SIMT tile (8x8 outputs a thread); 190-248 registers
+    (128, 64, 32, 8, 3, 4),
+    (64, 128, 32, 8, 3, 4),
+    (64, 64, 32, 8, 4, 4),  # 128-162 registers: two or three programs an SM
+    (128, 128, 16, 8, 4, 8),
+)
+# TF32 tensor cores (only with Policy.allow_tf32): the 16-bit tiles with half the K step (4-byte operands).
+_TF32_CONFIGS = (
+    (128, 128, 32, 8, 4, 8),
+    (128, 256, 32, 8, 3, 8),
+    (64, 128, 32, 8, 4, 4),
+    (128, 64, 32, 8, 4, 4),
+    (64, 64, 32, 8, 4, 4),
+)
+# Split-precision TF32 (3xTF32: hi*hi + hi*lo + lo*hi) is fp32-accurate by construction, and the verifier's
+# SASS check knows it (a note, not a TF32 shortcut); but its numerics show only on a GPU, the interpreter
+# computes every dot in exact fp32. Offered last for fp32 problems: a lead for the GPU's numeric check to
+# accept or reject.
+_TF32X3_CONFIG = (128, 128, 32, 8, 3, 8)
+_DEFAULT_SMEM_LIMIT = 48 * 1024  # an arch the knowledge base does not know: what every CUDA GPU allows
+
+
+def _smem_limit(arch: str) -> int:
+    try:
+        from kernelwright.hardware import arch_spec
+
+        return arch_spec(arch).shared_memory_per_block_optin_bytes
+    except Exception:  # an arch name the knowledge base does not know
+        return _DEFAULT_SMEM_LIMIT
+
+
+def _config(entry: tuple[int, ...], precision: str) -> dict[str, object]:
+    bm, bn, bk, group_m, stages, warps = entry
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "num_stages": stages,
+            "num_warps": warps, "precision": precision}
+
+
+def smem_bytes(config: Config, itemsize: int) -> int:
+    """Shared memory the K loop's operand stages take: stages x (A tile + B tile)."""
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    return int(config["num_stages"]) * (bm * bk + bk * bn) * itemsize
+
+
+class GemmFamily:
+    name = NAME
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+        if node.name in claimed or node.op not in ANCHORS:
+            return None
+        mm = match_matmul(graph, node, claimed)
+        if mm is None:
+            return None
+        plan, members = grow(graph, mm, claimed)
+        return make_group(graph, NAME, members, anchor=node.name, gemm=plan)
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str,
+              policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        plan: GemmPlan = group.detail["gemm"]
+        if plan.a.dtype != torch.float32:
+            configs = [_config(c, "native") for c in _HALF_CONFIGS]
+        elif policy.allow_tf32:
+            configs = [_config(c, "tf32") for c in _TF32_CONFIGS] + [_config(_FP32_CONFIGS[0], "ieee")]
+        else:
+            configs = [_config(c, "ieee") for c in _FP32_CONFIGS] + [_config(_TF32X3_CONFIG, "tf32x3")]
+        itemsize = max(plan.a.load_dtype.itemsize, plan.b.load_dtype.itemsize, plan.a.dtype.itemsize)
+        limit = _smem_limit(arch)
+        fitting = [c for c in configs if smem_bytes(c, itemsize) <= limit]
+        if fitting:
+            return fitting
+        smallest = min(configs, key=lambda c: smem_bytes(c, itemsize))
+        return [{**smallest, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 2, "num_warps": 4}]
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        return write(graph, group, config, ident)
+

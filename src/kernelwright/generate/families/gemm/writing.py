@@ -1,0 +1,321 @@
+"""The source of a GEMM group: one tiled ``tl.dot`` kernel in grouped program order with the epilogue computed on
+the fp32 accumulator tile, and a launcher that replays the operands' glue with sizes read at run time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from kernelwright.generate import expr
+from kernelwright.generate.families.base import Config, Group, Rendered, load_line
+from kernelwright.generate.families.gemm.matching import GLUE_RESHAPES
+from kernelwright.generate.families.gemm.model import Atom, Dim, GemmPlan, Operand, dim_size
+from kernelwright.generate.graph import ProblemGraph
+
+_GRID_Y_MAX = 65535  # CUDA's limit on the second grid axis (the batch)
+
+
+# A row stride that is not a multiple of 16 bytes (K = 999, say) rules out 16-byte cp.async: Triton then loads
+# 16-bit operands with scalar LDGs, unpipelined, holding prefetched stages in registers (sm_90a cross-compiles
+# of a 1000x999x1001 bf16 GEMM: 255 registers and 20-642 spilled words a thread, against 122-222 registers and
+# no spills aligned). Above this many multiply-adds the launcher copies such an operand once into rows padded
+# to 16 bytes, and the K loop runs at full speed. The threshold is a lead until timed.
+_PAD_MIN_MACS = 2**24
+
+
+def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+    return _Writer(graph, group, config, ident).render()
+
+
+def _mode(graph: ProblemGraph, value: str, level: Sequence[int],
+          anchor: Sequence[int]) -> tuple[str, bool, bool]:
+    """How an epilogue operand is read: "scalar", "row" (varies along N only: a bias), "col" (along M only:
+    a per-row scale) or "tile"; and whether that assumed a broadcast along M (resp. N) that a traced size of
+    1 hides."""
+    info = graph.info(value)
+    if info.numel == 1:
+        return "scalar", False, False
+    meta = torch.empty_strided(info.shape, info.stride, device="meta")
+    strides = meta.expand(tuple(level)).reshape(tuple(anchor)).stride()
+    m, n = anchor[-2], anchor[-1]
+    if not (m > 1 and strides[-2] != 0):
+        return "row", m == 1, False
+    if not (n > 1 and strides[-1] != 0):
+        return "col", False, n == 1
+    return "tile", False, False
+
+
+_ALIGNED = '''\
+def {ident}_aligned(t):
+    """``t`` where its layout allows 16-byte loads along its contiguous dimension, else a copy with rows
+    padded to 16 bytes (the padding is never read: the kernel masks M, N and K). Alignment is judged from the
+    storage offset (allocations start 16-byte aligned), not ``data_ptr()``, so that torch.compile can trace this
+    with fake tensors."""
+    step = 16 // t.element_size()
+    strides = [s for s, n in zip(t.stride(), t.shape) if n > 1]
+    unit = [s for s in strides if s == 1]
+    if t.storage_offset() % step == 0 and len(unit) <= 1 and all(s == 1 or s % step == 0 for s in strides):
+        return t
+    rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
+    return rows[..., : t.shape[-1]].copy_(t)'''
+
+
+class _Writer:
+    def __init__(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> None:
+        self.graph, self.group, self.config, self.ident = graph, group, config, ident
+        self.plan: GemmPlan = group.detail["gemm"]
+        taken = set(group.inputs)
+        names = ("mat_a", "mat_b", "M", "N", "K", "batch", "start", "grid")
+        self.local = {n: self._fresh(n, taken) for n in names}
+        anchor_shape = [dim_size(d) for d in self.plan.levels[self.plan.anchor]]
+        self.operands = list(self.plan.operand_levels)
+        self.modes = {v: _mode(graph, v, [dim_size(d) for d in self.plan.operand_levels[v]], anchor_shape)
+                      for v in self.operands}
+        self.outputs = list(group.outputs)
+
+    @staticmethod
+    def _fresh(name: str, taken: set[str]) -> str:
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        return name
+
+    # -- symbolic sizes as Python expressions of the launcher's inputs
+    def dim(self, dim: Dim) -> str:
+        parts: list[str] = []
+        for f in dim:
+            if isinstance(f, Atom):
+                parts.append(f.expr())
+            elif f.key in self.plan.resolved:
+                parts.append(self.dim(self.plan.resolved[f.key]))
+            else:
+                parts.append(str(f.size))  # an expand whose size nothing else carries: the graph's constant
+        return " * ".join(parts) or "1"
+
+    def shape(self, dims: Sequence[Dim]) -> str:
+        items = [self.dim(d) for d in dims]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+    def operand(self, op: Operand) -> str:
+        text = op.source
+        for step in op.steps:
+            if step.kind == "permute":
+                text += f".permute({', '.join(map(str, step.perm))})"
+            else:
+                text += f".{step.kind}{self.shape(step.dims)}"
+        return text
+
+    def render(self) -> Rendered:
+        plan, cfg = self.plan, self.config
+        kernel = f"{self.ident}_kernel"
+        lines = ["@triton.jit", f"def {kernel}("]
+        lines += _wrap(self.kernel_params(), "    ")
+        lines += ["    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,",
+                  "    GROUP_M: tl.constexpr,",
+                  "):"]
+        lines += [f"    {line}" for line in (*self.main_loop(), *self.epilogue())]
+        lines += ["", "", *_ALIGNED.format(ident=self.ident).splitlines(), "", ""]
+        lines += self.launcher(kernel)
+        dot = cfg["precision"] if plan.a.dtype == torch.float32 else str(plan.a.dtype).removeprefix("torch.")
+        notes = (f"{plan.anchor}: {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} tiles, {dot} dot",)
+        return Rendered(source="\n".join(lines), launcher=self.ident, notes=notes)
+
+    def kernel_params(self) -> list[str]:
+        plan = self.plan
+        params = ["a_ptr", "b_ptr", *(f"in_{v}" for v in self.operands), *(f"out_{o}" for o in self.outputs)]
+        params += ["M", "N", "K"]
+        if plan.batched:
+            params += ["batch0", "stride_ab", "stride_am", "stride_ak", "stride_bb", "stride_bk", "stride_bn"]
+        else:
+            params += ["stride_am", "stride_ak", "stride_bk", "stride_bn"]
+        for v in self.operands:
+            mode = self.modes[v][0]
+            if mode == "scalar":
+                continue
+            if plan.batched:
+                params.append(f"stride_{v}_b")
+            params += {"row": [f"stride_{v}_n"], "col": [f"stride_{v}_m"],
+                       "tile": [f"stride_{v}_m", f"stride_{v}_n"]}[mode]
+        return params
+
+    def main_loop(self) -> list[str]:
+        plan = self.plan
+        body = [
+            "# Grouped program order: GROUP_M row blocks in a row walk the same column blocks of B, so each",
+            "# B tile is fetched from DRAM once per group and served from L2 to the rest.",
+            "pid = tl.program_id(0)",
+            "num_pid_m = tl.cdiv(M, BLOCK_M)",
+            "num_pid_n = tl.cdiv(N, BLOCK_N)",
+            "num_pid_in_group = GROUP_M * num_pid_n",
+            "first_pid_m = (pid // num_pid_in_group) * GROUP_M",
+            "group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
+            "pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m",
+            "pid_n = (pid % num_pid_in_group) // group_size_m",
+            "# Move the base pointers to this tile's origin in 64-bit arithmetic (a matrix may exceed 2**31",
+            "# elements); offsets inside the tile stay 32-bit.",
+            "row0 = pid_m.to(tl.int64) * BLOCK_M",
+            "col0 = pid_n.to(tl.int64) * BLOCK_N",
+        ]
+        if plan.batched:
+            body += ["bid = tl.program_id(1).to(tl.int64) + batch0",
+                     "a_ptr += bid * stride_ab + row0 * stride_am",
+                     "b_ptr += bid * stride_bb + col0 * stride_bn"]
+        else:
+            body += ["a_ptr += row0 * stride_am", "b_ptr += col0 * stride_bn"]
+        cast_a = "" if plan.a.load_dtype == plan.a.dtype else f".to({expr.TL_DTYPE[plan.a.dtype]})"
+        cast_b = "" if plan.b.load_dtype == plan.b.dtype else f".to({expr.TL_DTYPE[plan.b.dtype]})"
+        precision = f', input_precision="{self.config["precision"]}"' if plan.a.dtype == torch.float32 else ""
+        return body + [
+            "rm = tl.arange(0, BLOCK_M)",
+            "rn = tl.arange(0, BLOCK_N)",
+            "rk = tl.arange(0, BLOCK_K)",
+            "mask_m = rm < M - pid_m * BLOCK_M",
+            "mask_n = rn < N - pid_n * BLOCK_N",
+            "a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak",
+            "b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "for k in range(0, K, BLOCK_K):",
+            f"    a = tl.load(a_ptrs, mask=mask_m[:, None] & (rk[None, :] < K - k), other=0.0){cast_a}",
+            f"    b = tl.load(b_ptrs, mask=(rk[:, None] < K - k) & mask_n[None, :], other=0.0){cast_b}",
+            f"    acc = tl.dot(a, b, acc=acc{precision})",
+            "    a_ptrs += BLOCK_K * stride_ak",
+            "    b_ptrs += BLOCK_K * stride_bk",
+        ]
+
+    def epilogue(self) -> list[str]:
+        graph, plan = self.graph, self.plan
+        ops = [graph.node(n).op for n in (*plan.producers, *plan.epilogue)]
+        ops = [op for op in ops if op not in GLUE_RESHAPES]
+        body = ["# Epilogue on the fp32 accumulator tile" + (f" ({', '.join(ops)})" if ops else "")
+                + "; one rounding, at the store.",
+                "mask = mask_m[:, None] & mask_n[None, :]"]
+        env: dict[str, expr.Value] = {}
+        for v in self.operands:
+            mode = self.modes[v][0]
+            off = f"bid * stride_{v}_b + " if plan.batched else ""
+            if mode == "scalar":
+                load = f"tl.load(in_{v})"
+            elif mode == "row":  # one row broadcast down the tile
+                load = f"tl.load(in_{v} + {off}(col0 + rn) * stride_{v}_n, mask=mask_n, other=0)[None, :]"
+            elif mode == "col":  # one column broadcast across the tile
+                load = f"tl.load(in_{v} + {off}(row0 + rm) * stride_{v}_m, mask=mask_m, other=0)[:, None]"
+            else:
+                body.append(f"ptrs_{v} = in_{v} + {off}(row0 + rm[:, None]) * stride_{v}_m + "
+                            f"(col0 + rn[None, :]) * stride_{v}_n")
+                load = f"tl.load(ptrs_{v}, mask=mask, other=0)"
+            line, env[v] = load_line(v, load, graph.info(v).dtype)
+            body.append(line)
+        emitter = expr.PointwiseEmitter()
+        emitter.emit_all((graph.node(n) for n in (*plan.constants, *plan.producers)), env)
+        body += emitter.lines
+        emitter.lines = []
+        result = "acc" if plan.alpha == 1 else f"acc * {plan.alpha!r}"
+        if plan.bias is not None:
+            result += f" + x_{plan.bias}" if plan.beta == 1 else f" + x_{plan.bias} * {plan.beta!r}"
+        if result != "acc":
+            body.append(f"v_{plan.anchor} = {result}")
+            result = f"v_{plan.anchor}"
+        env[plan.anchor] = expr.Value(result, torch.float32)
+        for name in plan.epilogue:
+            node = graph.node(name)
+            if node.op in GLUE_RESHAPES:
+                env[name] = env[node.args[0].name]  # a view: the same tile under another shape
+            else:
+                env[name] = emitter.emit(node, env)
+        body += emitter.lines
+        batch_offset = "bid * M * N + " if plan.batched else ""
+        body.append(f"out_offsets = {batch_offset}(row0 + rm[:, None]) * N + (col0 + rn[None, :])")
+        for o in self.outputs:
+            value = f"{env[o].expr}.to({expr.TL_DTYPE[graph.info(o).dtype]})"
+            body.append(f"tl.store(out_{o} + out_offsets, {value}, mask=mask)")
+        return body
+
+    def launcher(self, kernel: str) -> list[str]:
+        graph, plan, cfg, L = self.graph, self.plan, self.config, self.local
+        a, b, m, n, k, batch = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"], L["batch"]
+        lines = [
+            f"def {self.ident}({', '.join(self.group.inputs)}):",
+            f'    """{", ".join(graph.node(x).op for x in self.group.nodes)}.',
+            "",
+            "    One tiled tl.dot kernel, fp32 accumulation, the epilogue computed on the tile. Operands",
+            "    are read through their strides (a transposed weight is not copied); sizes come from the",
+            '    tensors, so any shape works."""',
+            f"    {a} = {self.operand(plan.a)}",
+            f"    {b} = {self.operand(plan.b)}",
+        ]
+        if plan.batched:
+            macs = f"{batch} * {m} * {n} * {k}"
+            lines += [f"    {batch}, {m}, {k} = {a}.shape",
+                      f"    {n} = {b}.shape[2]",
+                      f'    assert {b}.shape[:2] == ({batch}, {k}), "bmm: the operand shapes do not match"']
+        else:
+            macs = f"{m} * {n} * {k}"
+            lines += [f"    {m}, {k} = {a}.shape",
+                      f"    {n} = {b}.shape[1]",
+                      f'    assert {b}.shape[0] == {k}, "mm: the inner dimensions differ"']
+        lines += [f"    if {macs} >= {_PAD_MIN_MACS}:  # big enough that copying an unaligned operand pays",
+                  f"        {a}, {b} = {self.ident}_aligned({a}), {self.ident}_aligned({b})"]
+        tile_shape = f"({batch}, {m}, {n})" if plan.batched else f"({m}, {n})"
+        anchor_level = plan.levels[plan.anchor]
+        stride_args: list[str] = []
+        for v in self.operands:
+            mode, assumes_row, assumes_col = self.modes[v]
+            if mode == "scalar":
+                continue
+            level = plan.operand_levels[v]
+            local = f"{v}_tile"
+            if level == anchor_level:
+                lines.append(f"    {local} = {v}.expand{tile_shape}")
+            else:
+                lines.append(f"    {local} = {v}.expand{self.shape(level)}.reshape{tile_shape}")
+            if assumes_row:
+                lines.append(f'    assert {m} == 1 or {local}.stride(-2) == 0, "{v}: generated as a row"')
+            if assumes_col:
+                lines.append(f'    assert {n} == 1 or {local}.stride(-1) == 0, "{v}: generated as a column"')
+            if plan.batched:
+                stride_args.append(f"{local}.stride(0)")
+            stride_args += {"row": [f"{local}.stride(-1)"], "col": [f"{local}.stride(-2)"],
+                            "tile": [f"{local}.stride(-2)", f"{local}.stride(-1)"]}[mode]
+        for o in self.outputs:
+            lines.append(f"    out_{o} = torch.empty({self.shape(plan.levels[o])}, "
+                         f"dtype={graph.info(o).dtype}, device={plan.a.source}.device)")
+        args = [a, b, *(v if self.modes[v][0] == "scalar" else f"{v}_tile" for v in self.operands),
+                *(f"out_{o}" for o in self.outputs), m, n, k]
+        if plan.batched:
+            args.append(L["start"])
+        args += [f"*{a}.stride()", f"*{b}.stride()", *stride_args]
+        consts = (f"BLOCK_M={cfg['BLOCK_M']}, BLOCK_N={cfg['BLOCK_N']}, BLOCK_K={cfg['BLOCK_K']}, "
+                  f"GROUP_M={cfg['GROUP_M']}, num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']}")
+        tiles = f"triton.cdiv({m}, {cfg['BLOCK_M']}) * triton.cdiv({n}, {cfg['BLOCK_N']})"
+        if plan.batched:
+            start, grid = L["start"], L["grid"]
+            lines += [f"    for {start} in range(0, {batch}, {_GRID_Y_MAX}):  # at most 65535 on grid axis 1",
+                      f"        {grid} = ({tiles}, min({batch} - {start}, {_GRID_Y_MAX}))",
+                      f"        {kernel}[{grid}](",
+                      *_wrap(args, "            "),
+                      f"            {consts},",
+                      "        )"]
+        else:
+            lines += [f"    {L['grid']} = ({tiles},)",
+                      f"    {kernel}[{L['grid']}](",
+                      *_wrap(args, "        "),
+                      f"        {consts},",
+                      "    )"]
+        lines.append(f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)")
+        return lines
+
+
+def _wrap(items: Sequence[str], indent: str, width: int = 110) -> list[str]:
+    """``items`` as comma-terminated lines of at most ``width`` characters."""
+    lines: list[str] = []
+    line = indent
+    for item in items:
+        piece = f"{item}, "
+        if len(line) + len(piece) > width and line.strip():
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
