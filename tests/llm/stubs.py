@@ -38,7 +38,7 @@ class StubEvaluator:
         self.log, self.delay_s = log, delay_s
         self.calls: list[tuple[str, bool]] = []
 
-    def verify(self, candidate, *, compile_baseline: bool) -> Verdict:
+    def verify(self, candidate, *, compile_baseline: bool, deadline=None) -> Verdict:
         source = Path(candidate.path).read_text()
         sha = hashlib.sha256(source.encode()).hexdigest()
         if self.delay_s:

@@ -79,7 +79,7 @@ def test_resume_verifies_a_pending_candidate_before_its_lineage_asks_again(works
 def test_ctrl_c_during_the_winners_final_verification_keeps_the_best_and_writes_the_outputs(workspace,
                                                                                             fake_llm) -> None:
     class InterruptedAtTheEnd(StubEvaluator):
-        def verify(self, candidate, *, compile_baseline: bool):
+        def verify(self, candidate, *, compile_baseline: bool, deadline=None):
             if compile_baseline:
                 raise KeyboardInterrupt
             return super().verify(candidate, compile_baseline=compile_baseline)
@@ -126,7 +126,7 @@ class _TemplatesPass(StubEvaluator):
 
     timed = False
 
-    def verify(self, candidate, *, compile_baseline: bool):
+    def verify(self, candidate, *, compile_baseline: bool, deadline=None):
         from stubs import MARK
 
         if MARK.search(Path(candidate.path).read_text()):
@@ -208,7 +208,7 @@ def test_an_exhausted_template_neighbourhood_becomes_an_llm_mutation(workspace) 
 
 def test_ctrl_c_in_the_template_phase_ends_a_hybrid_run(workspace, fake_llm) -> None:
     class Interrupting(_TemplatesPass):
-        def verify(self, candidate, *, compile_baseline: bool):
+        def verify(self, candidate, *, compile_baseline: bool, deadline=None):
             raise KeyboardInterrupt
 
     tmp, _ = workspace

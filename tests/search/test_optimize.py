@@ -109,7 +109,7 @@ class StubEvaluator:
             self.clock[0] += self.step_s
             yield Outcome(candidate=c, status="timed", median_ms=self.times.get(c.index, 1.0))
 
-    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
+    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline=None) -> Verdict:
         self.verified.append(candidate.index)
         return Verdict(status=Status.PASSED, message="stub pass", clean=True, problem="p", candidate=str(candidate.path),
                        problem_sha256="", candidate_sha256="", seed=0, device={"type": "stub"}, tolerance={},

@@ -193,7 +193,7 @@ def _verify_solution(task: Task, started: float) -> tuple[dict[str, Any], dict[s
     out = settings.out_dir / problem.name
     options = VerifyOptions(device=settings.device, allow_tf32=settings.allow_tf32,
                             allow_reduced_precision=settings.allow_reduced_precision,
-                            timeout_s=max(60.0, settings.budget_per_problem_s),
+                            deadline=started + settings.budget_per_problem_s,
                             inspect_archs=(target_arch(settings.device, settings.arch),)
                             if settings.device == "cpu" else None,
                             **_verify_options(task) if settings.device == "cuda" else {})

@@ -68,12 +68,11 @@ def add_llm_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelwright.errors import InputError
     from kernelwright.generate.families.base import Policy
     from kernelwright.search.optimize import optimize
     from kernelwright.search.outputs import summary_json
     from kernelwright.search.progress import Progress
-
-    from kernelwright.errors import InputError
 
     out = args.out or Path("runs") / Path(args.problem).stem
     if out.exists() and not out.is_dir():

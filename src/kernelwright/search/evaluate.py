@@ -43,14 +43,15 @@ class CpuEvaluator:
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         return iter(())
 
-    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
+    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: float | None = None) -> Verdict:
         from kernelwright.verify.verifier import verify
 
         if self.size_overrides is None:
             self.size_overrides = self._sizes_for(candidate)
         return verify(self.problem, candidate.path, _options(self.policy, device="cpu", inspect_archs=(self.arch,),
                                                              size_overrides=self.size_overrides or None,
-                                                             reduce_on_cpu=False))  # sizes chosen above
+                                                             reduce_on_cpu=False,  # sizes chosen above
+                                                             deadline=deadline))
 
 
     def _sizes_for(self, candidate: Candidate) -> dict[str, int]:
@@ -86,6 +87,10 @@ class GpuEvaluator:
     timed: bool = True
     # More verification options for the finalists (``kernelwright bench``: compile modes, reused baselines).
     verify_options: dict[str, Any] = field(default_factory=dict)
+    # Seconds a search keeps for verifying a finalist (tuning gets the rest of its budget): one full protocol
+    # (reference, candidate, baselines with two torch.compile modes, decoys) took 60-100 s a problem on the H200
+    # (2026-12-02, run 15 of docs/gpu-validation.md).
+    verify_estimate_s: float = 90.0
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         from kernelwright.isolation.process import run_child
@@ -153,13 +158,14 @@ class GpuEvaluator:
             pending = [c for c in pending if c.index not in finished]
             restarts += 1
 
-    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
+    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: float | None = None) -> Verdict:
         from kernelwright.verify.verifier import verify
 
         extra = dict(self.verify_options)
         compile_baseline = compile_baseline and extra.pop("compile_baseline", True)
         return verify(self.problem, candidate.path,
-                      _options(self.policy, device="cuda", compile_baseline=compile_baseline, **extra))
+                      _options(self.policy, device="cuda", compile_baseline=compile_baseline, deadline=deadline,
+                               **extra))
 
 
 def evaluator_for(problem: str | Path, device: str, arch: str, policy: Policy) -> Evaluator:

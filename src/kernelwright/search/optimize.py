@@ -211,7 +211,12 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
     """Tune (on a GPU), verify the finalists fastest first, write the outputs; Ctrl-C still writes the best so far."""
     outcomes: dict[int, Outcome] = {}
     interrupted = False
-    deadline = started + budget_s * (0.75 if evaluator.timed else 1.0)  # keep a quarter for the finalists
+    # The budget is a promise, verification included: tuning stops early enough for a verify, and every verify is
+    # cut at the budget's end (a cut verify is a timeout verdict that names the budget).
+    end = started + budget_s
+    reserve = float(getattr(evaluator, "verify_estimate_s", 0.0))
+    deadline = min(started + 0.75 * budget_s, end - reserve) if evaluator.timed else end
+    deadline = max(deadline, started + 0.25 * budget_s)
     try:
         if evaluator.timed:
             default = _tune(builder, evaluator, deadline, progress, outcomes, record)
@@ -226,12 +231,15 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
             default = builder.build(tuple(0 for _ in builder.spaces), "default")
             finalists = [Outcome(candidate=default, status="built")]
             progress.built = builder.count
-        for finalist in finalists:
+        for position, finalist in enumerate(finalists):
             # Fastest first; the first to pass the full protocol wins. Failing finalists never reach the
             # baselines (the verifier skips them), so torch.compile is timed once, for the winner.
+            if position and time.monotonic() >= end:
+                progress.note = "(budget spent before the next finalist)"
+                break
             progress.note = f"(verifying c{finalist.candidate.index:03d})"
             progress.show(force=True)
-            verdict = evaluator.verify(finalist.candidate, compile_baseline=evaluator.timed)
+            verdict = evaluator.verify(finalist.candidate, compile_baseline=evaluator.timed, deadline=end)
             outcomes[finalist.candidate.index] = replace(finalist, status=str(verdict.status), verdict=verdict)
             record.outcome(outcomes[finalist.candidate.index])
             progress.verified += 1

@@ -41,13 +41,15 @@ class Outcome:
 
 class Evaluator(Protocol):
     timed: bool  # whether this evaluator measures time (a GPU)
+    # Optional: seconds to keep for one verify when splitting a budget (GpuEvaluator.verify_estimate_s); 0 if absent.
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         """Quick correctness check and timing of each candidate, yielded as each finishes; candidates not reached
         by ``deadline`` (``time.monotonic()``) are left out."""
 
-    def verify(self, candidate: Candidate, *, compile_baseline: bool) -> Verdict:
-        """The verifier's full protocol."""
+    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: float | None = None) -> Verdict:
+        """The verifier's full protocol, ended by ``deadline`` (``time.monotonic()``) if given: a verify the budget
+        cuts short is a ``timeout`` verdict that says so."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,6 +33,9 @@ class VerifyOptions:
     shape_trial: bool = True  # a second shape where the problem's size globals allow
     inspect_archs: tuple[str, ...] | None = None  # archs to cross-compile Triton kernels for (None: config.arch)
     timeout_s: float | None = None
+    # time.monotonic() by which the verify must end (a search's or bench's budget): every child's time limit is cut
+    # to it, and a verify it cuts short is a timeout verdict that names the budget. None: no deadline.
+    deadline: float | None = None
     size_overrides: Mapping[str, int] | None = None  # the problem's size constants, changed (a smaller CPU check)
     # Without a GPU and without size_overrides: shrink a problem too big for the Triton interpreter (its inputs over
     # cpu_max_elements) to sizes it can check in reasonable time, and say so. False checks at the sizes as written.

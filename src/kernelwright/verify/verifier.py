@@ -193,6 +193,14 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
     return replace(verdict, duration_s=time.monotonic() - started, phases=phases)
 
 
+class _BudgetSpent(Exception):
+    """The deadline came before (or during) a job whose result the verdict cannot do without."""
+
+    def __init__(self, job: str) -> None:
+        super().__init__(job)
+        self.job = job
+
+
 class _Verification:
     def __init__(self, problem: ProblemFile, candidate: CandidateFile, opts: VerifyOptions, device: str, seed: int,
                  factor: float, workdir: Path, base: dict[str, Any]) -> None:
@@ -213,6 +221,7 @@ class _Verification:
         self.work: Any = None
         self.reference_kernels: list[str] = []
         self.phases: dict[str, float] = {}
+        self.budget_cut: str | None = None  # the job the deadline stopped, if it did
         # What the user allowed, made explicit in the tolerance (precision findings then become notes).
         self.allowed_roundoff = (compare.BF16_UNIT_ROUNDOFF if opts.allow_reduced_precision
                                  else compare.TF32_UNIT_ROUNDOFF if opts.allow_tf32 else 0.0)
@@ -223,7 +232,18 @@ class _Verification:
 
     # -- children -----------------------------------------------------------------------------------------------
     def _run(self, job: str, spec: dict[str, Any], timeout: float | None = None) -> ChildRun:
-        return run_child(job, spec, workdir=self.workdir, timeout_s=timeout or self.timeout, device=self.device)
+        """Run one job; its time limit is cut to the deadline (the caller's budget), if any."""
+        limit, by_budget = timeout or self.timeout, False
+        if self.opts.deadline is not None:
+            left = self.opts.deadline - time.monotonic()
+            if left < 1.0:
+                raise _BudgetSpent(job)
+            if left < limit:
+                limit, by_budget = left, True
+        run = run_child(job, spec, workdir=self.workdir, timeout_s=limit, device=self.device)
+        if run.timed_out and by_budget:
+            self.budget_cut = job
+        return run
 
     # -- the whole protocol -------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -236,6 +256,15 @@ class _Verification:
             self.phases[name] = round(self.phases.get(name, 0.0) + time.monotonic() - started, 2)
 
     def run(self) -> Verdict:
+        try:
+            return self._protocol()
+        except _BudgetSpent as cut:
+            return Verdict(status=Status.TIMEOUT, clean=False, phases=dict(self.phases), **self.base,
+                           message=f"the budget ran out before the {cut.job} job could run; give the run more "
+                                   "time (--budget)",
+                           findings=(Finding(code="budget-spent", message=f"no time left for the {cut.job} job"),))
+
+    def _protocol(self) -> Verdict:
         with self._phase("reference"):
             refs, ref_trials, semantics = self._reference()
         with self._phase("candidate"):
@@ -294,6 +323,8 @@ class _Verification:
             "size_overrides": dict(self.opts.size_overrides or {}),
         }
         run = self._run("reference", spec)
+        if self.budget_cut == "reference":
+            raise _BudgetSpent("reference (cut short)")
         error = run.last("error")
         if error and error.get("status") == "problem_error":
             log.info("the problem failed:\n%s", error.get("detail", ""))
@@ -401,6 +432,9 @@ class _Verification:
             # Not evidence of a special case even during a special trial: the job's one time limit covers every
             # trial, so a slow honest candidate (a CPU interpreter run) can run out of it on the last trial. A
             # verdict of timeout accuses nothing; the message says where the time ran out.
+            if self.budget_cut == "candidate":
+                return Status.TIMEOUT, f"the budget ran out{during}: the candidate's process was stopped (give " \
+                                       "the run more time with --budget)"
             return Status.TIMEOUT, f"the candidate {run.describe_exit()}{during}"
         if error:
             status = Status(error["status"]) if error["status"] in Status._value2member_map_ else Status.RUNTIME_ERROR
@@ -757,7 +791,9 @@ class _Verification:
         if ceilings:
             self.ceilings = ceilings["ceilings"]
         if not run.finished:
-            self.judge.add("baseline-failed", f"the baseline process {run.describe_exit()}", Severity.NOTE)
+            why = "the budget ran out while timing them" if self.budget_cut == "baseline" else \
+                f"the baseline process {run.describe_exit()}"
+            self.judge.add("baseline-failed", why, Severity.NOTE)
         return found
 
     def _cached_ceilings(self) -> None:

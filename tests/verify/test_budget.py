@@ -1,0 +1,44 @@
+"""A verify given a deadline (a search's or a bench's budget) ends by it, and its verdict says the budget did it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelwright.verify.records import VerifyOptions
+from kernelwright.verify.verifier import verify
+
+HERE = Path(__file__).parent
+SOFTMAX = HERE / "problems" / "softmax.py"
+SLOW = '''import time
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        time.sleep(120)
+        return torch.softmax(x, dim=-1)
+'''
+
+
+def test_no_time_left_is_a_timeout_verdict_before_anything_runs() -> None:
+    started = time.monotonic()
+    verdict = verify(SOFTMAX, HERE / "candidates" / "softmax_ok.py",
+                     VerifyOptions(device="cpu", seed=1, deadline=time.monotonic() - 1))
+    assert str(verdict.status) == "timeout" and "budget ran out before the reference job" in verdict.message
+    assert [f.code for f in verdict.findings] == ["budget-spent"]
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.slow
+def test_a_deadline_cuts_the_candidate_and_the_verdict_names_the_budget(tmp_path: Path) -> None:
+    candidate = tmp_path / "slow.py"
+    candidate.write_text(SLOW)
+    started = time.monotonic()
+    verdict = verify(SOFTMAX, candidate, VerifyOptions(device="cpu", seed=1, deadline=started + 30))
+    elapsed = time.monotonic() - started
+    assert str(verdict.status) == "timeout" and "budget ran out" in verdict.message, verdict.message
+    assert elapsed < 45, elapsed  # the deadline plus the child's teardown, not the candidate's 120 s sleeps
