@@ -129,3 +129,18 @@ def test_templates_bench_stops_starting_problems_when_the_total_budget_is_spent(
     first, second = doc["problems"]
     assert first["status"] == "passed" and first["families"] == ["pointwise"] and first["best_py"]
     assert second["status"] == "not-run" and "--resume" in second["message"]
+
+
+@pytest.mark.slow
+def test_problems_side_by_side_in_worker_processes(tmp_path: Path) -> None:
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    shutil.copy(VECTOR_ADD, problems / "1_vector_add.py")
+    shutil.copy(SOFTMAX, problems / "2_softmax.py")
+    out = tmp_path / "bench"
+    assert main(["bench", str(problems), "--out", str(out), "--db", str(tmp_path / "runs.sqlite"),
+                 "--device", "cpu", "--jobs", "2"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert [(r["name"], r["status"]) for r in doc["problems"]] == [("1_vector_add", "passed"),
+                                                                     ("2_softmax", "passed")]
+    assert (out / "2_softmax" / "best.py").is_file()
