@@ -44,6 +44,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from kernelwright.errors import InputError
+from kernelwright.search.db_schema import MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -52,97 +53,6 @@ GENERATORS = ("templates", "llm", "hybrid")
 ORIGINS = ("template", "llm", "seed", "mutation", "crossover")
 BUSY_TIMEOUT_S = 30.0
 
-# Each entry brings PRAGMA user_version from its index to its index + 1; append, never edit.
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """CREATE TABLE problems (
-            id INTEGER PRIMARY KEY,
-            sha256 TEXT NOT NULL UNIQUE,
-            name TEXT NOT NULL,
-            path TEXT NOT NULL,
-            source TEXT NOT NULL,
-            created REAL NOT NULL)""",
-        """CREATE TABLE runs (
-            id INTEGER PRIMARY KEY,
-            problem_id INTEGER NOT NULL REFERENCES problems(id),
-            started REAL NOT NULL,
-            finished REAL,
-            status TEXT NOT NULL,
-            generator TEXT NOT NULL,
-            strategy TEXT NOT NULL,
-            settings_json TEXT NOT NULL,
-            arch TEXT NOT NULL,
-            toolchain TEXT NOT NULL,
-            device TEXT NOT NULL,
-            pid INTEGER NOT NULL,
-            pid_start TEXT,
-            host TEXT NOT NULL,
-            resumes INTEGER NOT NULL DEFAULT 0,
-            summary_json TEXT)""",
-        "CREATE INDEX runs_by_problem ON runs(problem_id)",
-        """CREATE TABLE llm_calls (
-            id INTEGER PRIMARY KEY,
-            run_id INTEGER NOT NULL REFERENCES runs(id),
-            tag TEXT NOT NULL,
-            model TEXT NOT NULL,
-            base_url TEXT,
-            messages_json TEXT NOT NULL,
-            response_text TEXT,
-            reasoning_text TEXT,
-            prompt_tokens INTEGER,
-            completion_tokens INTEGER,
-            cost_usd REAL,
-            latency_s REAL,
-            attempts INTEGER NOT NULL DEFAULT 1,
-            error TEXT,
-            created REAL NOT NULL)""",
-        "CREATE INDEX llm_calls_by_run ON llm_calls(run_id)",
-        """CREATE TABLE verdicts (
-            id INTEGER PRIMARY KEY,
-            problem_sha256 TEXT NOT NULL,
-            candidate_sha256 TEXT NOT NULL,
-            arch TEXT NOT NULL,
-            toolchain TEXT NOT NULL,
-            options_key TEXT NOT NULL,
-            status TEXT NOT NULL,
-            median_ms REAL,
-            speedup_eager REAL,
-            verdict_json TEXT NOT NULL,
-            created REAL NOT NULL,
-            UNIQUE (problem_sha256, candidate_sha256, arch, toolchain, options_key))""",
-        """CREATE TABLE candidates (
-            id INTEGER PRIMARY KEY,
-            run_id INTEGER NOT NULL REFERENCES runs(id),
-            sha256 TEXT NOT NULL,
-            source TEXT NOT NULL,
-            origin TEXT NOT NULL,
-            parent_id INTEGER REFERENCES candidates(id),
-            parent2_id INTEGER REFERENCES candidates(id),
-            lineage INTEGER NOT NULL DEFAULT 0,
-            round INTEGER NOT NULL DEFAULT 0,
-            llm_call_id INTEGER REFERENCES llm_calls(id),
-            created REAL NOT NULL,
-            status TEXT NOT NULL DEFAULT 'new',
-            median_ms REAL,
-            error TEXT,
-            meta_json TEXT,
-            verdict_id INTEGER REFERENCES verdicts(id),
-            UNIQUE (run_id, sha256))""",
-    ),
-    (  # 2: kernelwright bench — one row per problem and key, and the baselines' timings reused across benches
-        """CREATE TABLE bench_results (
-            key TEXT PRIMARY KEY,
-            problem_sha256 TEXT NOT NULL,
-            problem_name TEXT NOT NULL,
-            row_json TEXT NOT NULL,
-            created REAL NOT NULL)""",
-        """CREATE TABLE baselines (
-            key TEXT PRIMARY KEY,
-            timing_json TEXT NOT NULL,
-            created REAL NOT NULL)""",
-    ),
-)
-SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 def default_path() -> Path:
@@ -386,7 +296,7 @@ class RunDB:
                 raise InputError(f"{self.path} was written by a newer kernelwright (schema {version}, this one "
                                  f"reads {SCHEMA_VERSION}); upgrade kernelwright or name another file with --db")
             for target in range(version, SCHEMA_VERSION):
-                for statement in _MIGRATIONS[target]:
+                for statement in MIGRATIONS[target]:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {target + 1}")
 
