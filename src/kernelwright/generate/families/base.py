@@ -68,6 +68,14 @@ class Family(Protocol):
         """Source for one configuration; names it defines start with ``ident``."""
 
 
+def graph_node(graph: ProblemGraph, name: str) -> Node | None:
+    """The node that computes ``name``; None for a placeholder (an input, a parameter)."""
+    try:
+        return graph.node(name)
+    except KeyError:
+        return None
+
+
 def group_io(graph: ProblemGraph, names: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The external inputs and the needed outputs of a set of nodes."""
     members = set(names)
