@@ -1,0 +1,135 @@
+"""The reduction family: claims a reduction anchor and the group grown around it; its configurations are
+strategies (whole rows in registers, rows walked in chunks, rows split into shares) with tile sizes and warps."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kernelwright.generate import expr
+from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.reduction.body import BodyWriter
+from kernelwright.generate.families.reduction.growing import Grower, operand_ok, validate
+from kernelwright.generate.families.reduction.matching import ANCHORS
+from kernelwright.generate.families.reduction.model import FULL, NAME, Spec
+from kernelwright.generate.families.reduction.writing import write
+from kernelwright.generate.graph import Node, ProblemGraph
+from kernelwright.hardware import arch_spec
+
+# Rows up to this many elements are held in registers by default (strategy "single"): 16K fp32 values over 16
+# warps is 32 registers a thread. A lead from the usual Triton practice, not yet measured on the H200.
+SINGLE_MAX = 16384
+# Strategy split aims at this many programs (8 per SM of an H200): enough loads in flight to stream at full
+# bandwidth when the outputs are few. A lead, not yet measured.
+SPLIT_PROGRAMS = 1024
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _warps(elements: int, lo: int = 1, hi: int = 16) -> int:
+    """About 16 fp32 values a thread: enough bytes in flight without spilling (a lead, not yet measured)."""
+    return max(lo, min(hi, _pow2(max(elements // 512, 1))))
+
+
+class ReductionFamily:
+    name = NAME
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+        if node.name in claimed or node.op not in ANCHORS:
+            return None
+        anchor = ANCHORS[node.op](graph, node)
+        if anchor is None or any(m in claimed for m in anchor.members):
+            return None
+        layout = anchor.layout
+        if math.prod(layout.shape) == 0:
+            return None
+        spec = Spec(layout=layout, anchor=node.name)
+        outside = {d for op in anchor.ops for d in op.deps} - {n for op in anchor.ops for n in op.results or (op.name,)}
+        if not all(operand_ok(graph, layout, v, FULL) for v in outside if not any(
+                op.kind == "load" and op.deps[0] == v for op in anchor.ops)):
+            return None
+        spec.add(anchor.ops, anchor.members)
+        Grower(graph, spec, claimed).grow()
+        group = make_group(graph, NAME, spec.members, anchor=node.name, spec=spec)
+        if not validate(graph, spec, group):
+            return None
+        try:  # every configuration must render; a gap found here leaves the nodes to PyTorch, not a crash
+            for config in self.space(graph, group, "sm_90a"):
+                self.render(graph, group, config, "probe")
+        except (AssertionError, KeyError, expr.Unsupported):
+            return None
+        return group
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        # Reductions accumulate in fp32 whatever the policy allows: the policy changes nothing here.
+        spec: Spec = group.detail["spec"]
+        max_warps = max(1, min(32, arch_spec(arch).max_threads_per_block // 32))
+        _, n_red, n_inner = spec.layout.sizes()
+        p = _pow2(n_red)
+        configs: list[dict[str, Any]] = []
+
+        def add(strategy: str, warps: int, **sizes: int | None) -> None:
+            config = {"strategy": strategy, **sizes, "num_warps": max(1, min(warps, max_warps))}
+            if config not in configs:
+                configs.append(config)
+
+        if spec.layout.kind == "strided":
+            # Outputs along the contiguous inner dim (64 fp32 = 256 B per reduced index, coalesced); the chunk of
+            # the reduced dim fills the tile.
+            bm = min(_pow2(n_inner), 64)
+            chunk = min(max(4096 // bm, 1), max(p // 4, 1))
+            if p * bm <= 8192:
+                add("single", _warps(p * bm, 1, 8), block_m=bm, block_n=None)
+            add("loop", _warps(bm * chunk, 1, 8), block_m=bm, block_n=chunk)
+            add("loop", _warps(min(bm, 32) * chunk * 2, 1, 8), block_m=min(bm, 32), block_n=chunk * 2)
+            add("loop", _warps(min(bm * 2, 128) * chunk, 1, 8), block_m=min(bm * 2, 128), block_n=chunk)
+            return self._with_split(graph, group, configs)
+
+        # Rows: whole in registers when they fit (short rows pack several per program: `tile` elements), else
+        # walked in chunks. The second entry is always the other strategy.
+        # A loop chunk is at most 4096 elements (a quarter row for shorter rows); short rows pack into a
+        # 1024-element tile.
+        chunk = min(4096, max(16, p // 4))
+        tile = max(p, 4096)
+        if p <= SINGLE_MAX:
+            add("single", _warps(tile), tile=tile, block_n=None)
+            add("loop", _warps(max(chunk, 1024), 1, 8), tile=max(chunk, 1024), block_n=chunk)
+            add("single", _warps(tile) * 2, tile=tile, block_n=None)
+            add("single", max(_warps(tile) // 2, tile // (32 * 64)), tile=tile, block_n=None)
+            add("loop", _warps(max(chunk * 2, 1024), 1, 16), tile=max(chunk * 2, 1024), block_n=chunk * 2)
+        else:
+            add("loop", 8, tile=4096, block_n=4096)
+            if p <= 2 * SINGLE_MAX and spec.layout.kind != "group":
+                # a lead: 32 values a thread over 1024 threads (GroupNorm's per-element channel index spills here)
+                add("single", 32, tile=p, block_n=None)
+            add("loop", 4, tile=2048, block_n=2048)
+            add("loop", 16, tile=8192, block_n=8192)
+        return self._with_split(graph, group, configs)
+
+    def _with_split(self, graph: ProblemGraph, group: Group, configs: list[dict[str, Any]]) -> list[Config]:
+        """Add strategy split where it applies (one pass, per-row outputs only): first when the other strategies
+        would leave the H200's 132 SMs idle (fewer than two programs each) over long rows, else third while it
+        would still raise the number of programs. A lead from the SM count, not yet timed."""
+        spec: Spec = group.detail["spec"]
+        writer = BodyWriter(graph, group, spec, {"strategy": "loop"})
+        if any(writer.phase(op.deps[0]) for op in spec.ops if op.kind == "reduce") or \
+                any(spec.level(o) == FULL for o in group.outputs):
+            return configs
+        loop = next(c for c in configs if c["strategy"] == "loop")
+        n_outer, n_red, n_inner = spec.layout.sizes()
+        block_n = min(loop["block_n"], _pow2(n_red))
+        if spec.layout.kind == "strided":
+            programs = n_outer * -(-n_inner // min(loop["block_m"], _pow2(n_inner)))
+        else:
+            programs = -(-n_outer // max(loop["tile"] // block_n, 1))
+        split = {**loop, "strategy": "split", "programs": SPLIT_PROGRAMS}
+        if programs < 2 * 132 and n_red >= 4 * block_n:
+            return [split, *configs]
+        if programs < SPLIT_PROGRAMS:
+            return [*configs[:2], split, *configs[2:]]
+        return configs
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        return write(graph, group, config, ident)
