@@ -78,7 +78,8 @@ def convex(graph: ProblemGraph, members: Sequence[str]) -> bool:
     return True
 
 
-def plan(graph: ProblemGraph, families: Sequence[Family] | None = None) -> Plan:
+def plan(graph: ProblemGraph, families: Sequence[Family] | None = None, *, arch: str | None = None) -> Plan:
+    """The groups the families claim, in claim order, for ``arch`` (None: the configured target arch)."""
     families = list(families) if families is not None else load_families()
     claimed: set[str] = set()
     groups: list[Group] = []
@@ -86,7 +87,7 @@ def plan(graph: ProblemGraph, families: Sequence[Family] | None = None) -> Plan:
         for node in graph.nodes:
             if node.name in claimed:
                 continue
-            group = family.claim(graph, node, claimed)
+            group = family.claim(graph, node, claimed, arch)
             if group is None:
                 continue
             if not convex(graph, group.nodes):

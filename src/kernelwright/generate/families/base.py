@@ -15,9 +15,11 @@ from typing import Any, Protocol
 
 import torch
 
+from kernelwright.config import config
 from kernelwright.generate import expr
 from kernelwright.generate.graph import Node, ProblemGraph, TensorInfo, node_inputs
 from kernelwright.generate.operators import CONSTANTS, ELEMENTWISE_COPIES
+from kernelwright.hardware.spec import gpus_for_arch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,8 +59,9 @@ DEFAULT_POLICY = Policy()
 class Family(Protocol):
     name: str
 
-    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
-        """A group anchored at ``node`` (not yet claimed by another family), or None."""
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
+        """A group anchored at ``node`` (not yet claimed by another family), or None. ``arch`` is the arch the plan
+        is for (None: :func:`planning_arch`'s default), for a family that checks its configurations render there."""
 
     def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
         """Configurations worth timing on ``arch`` under ``policy``; the first is the default (what runs without a
@@ -66,6 +69,22 @@ class Family(Protocol):
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
         """Source for one configuration; names it defines start with ``ident``."""
+
+
+# The SM count assumed for an arch the hardware knowledge base lists no GPU of: the H200's, the part the templates'
+# leads were set on (and whose sm_90a is what a plan is made for by default).
+FALLBACK_SM_COUNT = 132
+
+
+def planning_arch(arch: str | None) -> str:
+    """The arch a plan is made for: ``arch``, else the configured target (``KERNELWRIGHT_ARCH``, sm_90a unless set)."""
+    return arch if arch is not None else config.arch
+
+
+def sm_count(arch: str) -> int:
+    """The streaming multiprocessors of the largest GPU of ``arch`` in the hardware knowledge base (132 for sm_90a:
+    H100 SXM and H200; 108 for sm_80: A100), or :data:`FALLBACK_SM_COUNT` where it lists no GPU of that arch."""
+    return max((gpu.sm_count for gpu in gpus_for_arch(arch)), default=FALLBACK_SM_COUNT)
 
 
 def graph_node(graph: ProblemGraph, name: str) -> Node | None:

@@ -21,7 +21,7 @@ MAX_HEAD_DIM = 128  # the configs below keep a [BLOCK_M, head_dim] fp32 accumula
 class AttentionFamily:
     name = NAME
 
-    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         if node.name in claimed:
             return None
         if node.op == "bmm":

@@ -18,7 +18,7 @@ NAME = "conv"
 class ConvFamily:
     name = NAME
 
-    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         detail = match_convolution(graph, node, claimed)
         if detail is None:
             return None

@@ -76,7 +76,7 @@ def smem_bytes(config: Config, itemsize: int) -> int:
 class GemmFamily:
     name = NAME
 
-    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         if node.name in claimed or node.op not in ANCHORS:
             return None
         mm = match_matmul(graph, node, claimed)

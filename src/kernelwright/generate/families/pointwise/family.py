@@ -14,7 +14,7 @@ NAME = "pointwise"
 class PointwiseFamily:
     name = NAME
 
-    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         if not anchors(node, claimed):
             return None
         shape = node.info.shape

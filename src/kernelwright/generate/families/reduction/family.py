@@ -3,14 +3,22 @@ strategies (whole rows in registers, rows walked in chunks, rows split into shar
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.base import (
+    DEFAULT_POLICY,
+    Config,
+    Group,
+    Policy,
+    Rendered,
+    make_group,
+    planning_arch,
+    sm_count,
+)
 from kernelwright.generate.families.reduction.body import BodyWriter
-from kernelwright.generate.families.reduction.growing import Grower, operand_ok, validate
-from kernelwright.generate.families.reduction.matching import ANCHORS
+from kernelwright.generate.families.reduction.growing import Grower, validate
+from kernelwright.generate.families.reduction.matching import match_anchor
 from kernelwright.generate.families.reduction.model import FULL, NAME, Spec
 from kernelwright.generate.families.reduction.writing import write
 from kernelwright.generate.graph import Node, ProblemGraph
@@ -36,27 +44,18 @@ def _warps(elements: int, lo: int = 1, hi: int = 16) -> int:
 class ReductionFamily:
     name = NAME
 
-    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
-        if node.name in claimed or node.op not in ANCHORS:
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
+        anchor = match_anchor(graph, node, claimed)
+        if anchor is None:
             return None
-        anchor = ANCHORS[node.op](graph, node)
-        if anchor is None or any(m in claimed for m in anchor.members):
-            return None
-        layout = anchor.layout
-        if math.prod(layout.shape) == 0:
-            return None
-        spec = Spec(layout=layout, anchor=node.name)
-        outside = {d for op in anchor.ops for d in op.deps} - {n for op in anchor.ops for n in op.results or (op.name,)}
-        if not all(operand_ok(graph, layout, v, FULL) for v in outside if not any(
-                op.kind == "load" and op.deps[0] == v for op in anchor.ops)):
-            return None
+        spec = Spec(layout=anchor.layout, anchor=node.name)
         spec.add(anchor.ops, anchor.members)
         Grower(graph, spec, claimed).grow()
         group = make_group(graph, NAME, spec.members, anchor=node.name, spec=spec)
         if not validate(graph, spec, group):
             return None
         try:  # every configuration must render; a gap found here leaves the nodes to PyTorch, not a crash
-            for config in self.space(graph, group, "sm_90a"):
+            for config in self.space(graph, group, planning_arch(arch)):
                 self.render(graph, group, config, "probe")
         except (AssertionError, KeyError, expr.Unsupported):
             return None
@@ -85,7 +84,7 @@ class ReductionFamily:
             add("loop", _warps(bm * chunk, 1, 8), block_m=bm, block_n=chunk)
             add("loop", _warps(min(bm, 32) * chunk * 2, 1, 8), block_m=min(bm, 32), block_n=chunk * 2)
             add("loop", _warps(min(bm * 2, 128) * chunk, 1, 8), block_m=min(bm * 2, 128), block_n=chunk)
-            return self._with_split(graph, group, configs)
+            return self._with_split(graph, group, configs, arch)
 
         # Rows: whole in registers when they fit (short rows pack several per program: `tile` elements), else
         # walked in chunks. The second entry is always the other strategy.
@@ -106,12 +105,14 @@ class ReductionFamily:
                 add("single", 32, tile=p, block_n=None)
             add("loop", 4, tile=2048, block_n=2048)
             add("loop", 16, tile=8192, block_n=8192)
-        return self._with_split(graph, group, configs)
+        return self._with_split(graph, group, configs, arch)
 
-    def _with_split(self, graph: ProblemGraph, group: Group, configs: list[dict[str, Any]]) -> list[Config]:
+    def _with_split(self, graph: ProblemGraph, group: Group, configs: list[dict[str, Any]], arch: str
+                    ) -> list[Config]:
         """Add strategy split where it applies (one pass, per-row outputs only): first when the other strategies
-        would leave the H200's 132 SMs idle (fewer than two programs each) over long rows, else third while it
-        would still raise the number of programs. A lead from the SM count, not yet timed."""
+        would leave the arch's SMs idle (fewer than two programs each; the count from the hardware knowledge base)
+        over long rows, else third while it would still raise the number of programs. A lead from the SM count, not
+        yet timed."""
         spec: Spec = group.detail["spec"]
         writer = BodyWriter(graph, group, spec, {"strategy": "loop"})
         if any(writer.phase(op.deps[0]) for op in spec.ops if op.kind == "reduce") or \
@@ -125,7 +126,7 @@ class ReductionFamily:
         else:
             programs = -(-n_outer // max(loop["tile"] // block_n, 1))
         split = {**loop, "strategy": "split", "programs": SPLIT_PROGRAMS}
-        if programs < 2 * 132 and n_red >= 4 * block_n:
+        if programs < 2 * sm_count(arch) and n_red >= 4 * block_n:
             return [split, *configs]
         if programs < SPLIT_PROGRAMS:
             return [*configs[:2], split, *configs[2:]]

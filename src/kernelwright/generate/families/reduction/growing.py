@@ -18,7 +18,7 @@ from kernelwright.generate.families.reduction.model import (
     Layout,
     Op,
     Spec,
-    full_class,
+    operand_ok,
     vec_class,
 )
 from kernelwright.generate.graph import Node, ProblemGraph, Ref, node_inputs
@@ -37,15 +37,6 @@ def _emittable(graph: ProblemGraph, node: Node) -> bool:
     except (expr.Unsupported, KeyError, TypeError, ValueError):
         return False
     return True
-
-
-def operand_ok(graph: ProblemGraph, layout: Layout, value: str, level: str) -> bool:
-    if value not in graph.values or graph.info(value).dtype not in expr.TL_DTYPE:
-        return False
-    shape = graph.info(value).shape
-    if level == FULL:
-        return full_class(layout, shape) is not None
-    return vec_class(layout, shape) is not None
 
 
 class Grower:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from kernelwright.generate.families.reduction.model import FULL, VEC, Layout, Op
+from kernelwright.generate.families.reduction.model import FULL, VEC, Layout, Op, operand_ok
 from kernelwright.generate.graph import Node, ProblemGraph, Ref
 
 FLOAT_INPUTS = (torch.float32, torch.float16, torch.bfloat16)
@@ -270,3 +270,19 @@ ANCHORS = {
     "var": _variance, "std": _variance, "var_mean": _variance, "std_mean": _variance,
 }  # fmt: skip
 
+
+def match_anchor(graph: ProblemGraph, node: Node, claimed: set[str]) -> Anchor | None:
+    """The reduction ``node`` computes, where this family writes it: its layout, ops and member nodes."""
+    if node.name in claimed or node.op not in ANCHORS:
+        return None
+    anchor = ANCHORS[node.op](graph, node)
+    if anchor is None or any(m in claimed for m in anchor.members):
+        return None
+    layout = anchor.layout
+    if math.prod(layout.shape) == 0:
+        return None
+    outside = {d for op in anchor.ops for d in op.deps} - {n for op in anchor.ops for n in op.results or (op.name,)}
+    if not all(operand_ok(graph, layout, v, FULL) for v in outside if not any(
+            op.kind == "load" and op.deps[0] == v for op in anchor.ops)):
+        return None
+    return anchor

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kernelwright.generate import expr
 from kernelwright.generate.families.base import broadcastable
+from kernelwright.generate.graph import ProblemGraph
 
 NAME = "reduction"
 FULL, VEC, CONST = "full", "vec", "const"  # a tile of the input's shape, one value per output row, a constant
@@ -153,3 +155,12 @@ def vec_class(layout: Layout, shape: Sequence[int]) -> str | None:
             return "vec"
     return None
 
+
+def operand_ok(graph: ProblemGraph, layout: Layout, value: str, level: str) -> bool:
+    """Whether the kernel can read ``value`` where it works at ``level`` (full tiles or per-row vectors)."""
+    if value not in graph.values or graph.info(value).dtype not in expr.TL_DTYPE:
+        return False
+    shape = graph.info(value).shape
+    if level == FULL:
+        return full_class(layout, shape) is not None
+    return vec_class(layout, shape) is not None

@@ -14,7 +14,7 @@ NAME = "scan"
 class ScanFamily:
     name = NAME
 
-    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str]) -> Group | None:
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         source = scanned_source(graph, node, claimed)
         if source is None:
             return None
