@@ -47,7 +47,7 @@ def test_verifications_queued_at_the_deadline_are_left_for_resume(workspace, fak
 
 def _killed_run(tmp, problem, rounds: list[tuple[str, float | None]], pending: int) -> int:
     """A refine run as a SIGKILL leaves it: lineage 0's rounds verified, then ``pending`` rounds never verified."""
-    from kernelwright.verify.verifier import verdict_json
+    from kernelwright.verify.records import verdict_json
 
     with RunDB(tmp / "runs.sqlite") as db:
         run_id = db.start_run(db.add_problem(problem, problem.read_text()), generator="llm", strategy="refine",

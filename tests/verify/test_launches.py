@@ -8,8 +8,8 @@ from kernelwright.verify.launches import (
     _installed_code,
     classify_device_kernels,
     qualified_name,
+    trials_without_own,
 )
-from kernelwright.verify.verifier import _trials_without_own
 
 
 def test_profiler_names_reduce_to_their_scope_path() -> None:
@@ -60,8 +60,8 @@ def test_triton_code_of_installed_packages_is_library_code() -> None:
 
 def test_calls_without_an_own_kernel() -> None:
     # GPU: every call profiled, device evidence decides
-    assert _trials_without_own([{"index": 0, "own_calls": 0, "own_device_kernels": ["k"]},
+    assert trials_without_own([{"index": 0, "own_calls": 0, "own_device_kernels": ["k"]},
                                 {"index": 1, "own_calls": 0, "own_device_kernels": []}]) == [1]
     # CPU: only when the Python-side accounting saw an own launch on some call
-    assert _trials_without_own([{"index": 0, "own_calls": 1}, {"index": 1, "own_calls": 0}]) == [1]
-    assert _trials_without_own([{"index": 0, "own_calls": 0}, {"index": 1, "own_calls": 0}]) == []
+    assert trials_without_own([{"index": 0, "own_calls": 1}, {"index": 1, "own_calls": 0}]) == [1]
+    assert trials_without_own([{"index": 0, "own_calls": 0}, {"index": 1, "own_calls": 0}]) == []

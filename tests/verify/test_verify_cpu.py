@@ -14,8 +14,8 @@ import pytest
 
 from kernelwright.config import config
 from kernelwright.records import Status
-from kernelwright.verify.records import VerifyOptions
-from kernelwright.verify.verifier import verdict_json, verify
+from kernelwright.verify.records import VerifyOptions, verdict_json
+from kernelwright.verify.verifier import verify
 
 HERE = Path(__file__).parent
 SOFTMAX = HERE / "problems" / "softmax.py"

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelwright.bench.report import write_outputs
     from kernelwright.bench.runner import BenchSettings, run_bench
     from kernelwright.errors import InputError
-    from kernelwright.verify.verifier import resolve_device
+    from kernelwright.hardware.local import resolve_device
 
     problems = collect_problems(args.problems)
     if args.solutions is not None:

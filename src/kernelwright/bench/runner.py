@@ -184,9 +184,9 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
 
 def _verify_solution(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
     from kernelwright.hardware.local import target_arch
-    from kernelwright.verify.records import VerifyOptions
+    from kernelwright.verify.records import VerifyOptions, verdict_json
     from kernelwright.verify.report import render
-    from kernelwright.verify.verifier import verdict_json, verify
+    from kernelwright.verify.verifier import verify
 
     problem, settings = task.problem, task.settings
     assert problem.solution is not None

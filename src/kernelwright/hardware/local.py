@@ -142,3 +142,24 @@ def target_arch(device: str, requested: str | None = None) -> str:
         if gpu is not None:
             return gpu.arch
     return known_archs(config.arch)[0]
+
+
+def resolve_device(requested: str | None) -> str:
+    """"cpu" or "cuda" from a --device value (auto: the GPU where torch sees one); one-line errors otherwise."""
+    from kernelwright.config import config
+    from kernelwright.errors import ConfigError
+
+    value = (requested or config.device or "auto").lower()
+    if value not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device {value!r} is not one of auto, cpu, cuda; pass --device cpu or --device cuda")
+    if value == "auto":
+        return "cuda" if _cuda_available() else "cpu"
+    if value == "cuda" and not _cuda_available():
+        raise InputError("--device cuda was asked for, but no CUDA GPU is visible here; use --device cpu")
+    return value
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())

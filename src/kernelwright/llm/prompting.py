@@ -363,7 +363,7 @@ def _count_kinds(trials: Iterable[TrialOutcome]) -> str:
 
 
 def _integrity_codes() -> frozenset[str]:
-    from kernelwright.verify.verifier import INTEGRITY_CODES
+    from kernelwright.verify.findings import INTEGRITY_CODES
 
     return INTEGRITY_CODES
 

@@ -46,9 +46,9 @@ def slug(request: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from kernelwright.errors import InputError
     from kernelwright.generate.families.base import Policy
+    from kernelwright.hardware.local import resolve_device
     from kernelwright.llm.client import LLMClient, LLMError
     from kernelwright.llm.settings import resolve_settings
-    from kernelwright.verify.verifier import resolve_device
 
     if not args.request.strip():
         raise InputError("the request is empty: say what to build, e.g. \"softmax over the last dim of 4096x8192 "

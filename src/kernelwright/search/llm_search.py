@@ -315,7 +315,7 @@ class LLMSearch:
         in_flight[future] = ("verify", request, entry)
 
     def _verified(self, future: Future, request: Request | None, entry: Entry) -> None:
-        from kernelwright.verify.verifier import verdict_json
+        from kernelwright.verify.records import verdict_json
 
         try:
             verdict = future.result()
@@ -368,7 +368,7 @@ class LLMSearch:
         was, by the template search)."""
         if not self.evaluator.timed or best.path is None or best.origin == "seed":
             return best
-        from kernelwright.verify.verifier import verdict_json
+        from kernelwright.verify.records import verdict_json
 
         candidate = Candidate(index=best.candidate_id or 0, label="winner", choice=(), configs=(),
                               path=Path(best.path), sha256=hashlib.sha256((best.source or "").encode()).hexdigest())
@@ -434,12 +434,11 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     strategy; for ``hybrid`` first let the template library find a verified seed (a third of the budget); run the
     loop; write the outputs. ``evaluator`` can be injected (tests)."""
     from kernelwright.errors import InputError
-    from kernelwright.hardware.local import target_arch
+    from kernelwright.hardware.local import resolve_device, target_arch
     from kernelwright.search.db import RunDB, _redact_url, toolchain_fingerprint, verdict_options_key
     from kernelwright.search.evaluate import evaluator_for
     from kernelwright.search.outputs import write_search_outputs
     from kernelwright.search.strategies import make_strategy
-    from kernelwright.verify.verifier import resolve_device
 
     started = time.monotonic()
     problem = Path(problem)
@@ -623,7 +622,7 @@ def _seed_from_templates(problem: Path, out: Path, budget_s: float, device: str,
 
     from kernelwright.errors import InputError
     from kernelwright.search.optimize import optimize
-    from kernelwright.verify.verifier import verdict_json
+    from kernelwright.verify.records import verdict_json
 
     try:
         result = optimize(problem, out_dir=out / "templates", budget_s=budget_s, device=device, arch=arch,

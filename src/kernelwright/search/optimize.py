@@ -92,7 +92,7 @@ class _RunRecord:
                                                                    "label": c.label})
             cid = self.ids[c.index]
             if outcome.verdict is not None:
-                from kernelwright.verify.verifier import verdict_json
+                from kernelwright.verify.records import verdict_json
 
                 self.db.record_verdict(cid, json.loads(verdict_json(outcome.verdict)), arch=self.arch,
                                        toolchain=self.toolchain, options_key=self.key)
@@ -175,7 +175,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
     """Search the template space for ``problem``; write the results to ``out_dir`` and the run database
     (``db_path``, default ``config.cache_dir / "runs.sqlite"``). Raises :class:`~kernelwright.errors.InputError`
     when the problem cannot be captured or no template covers any of it."""
-    from kernelwright.verify.verifier import resolve_device
+    from kernelwright.hardware.local import resolve_device
 
     started = time.monotonic()
     out = Path(out_dir)

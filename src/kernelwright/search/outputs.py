@@ -34,7 +34,7 @@ def _timing_table(v: Verdict) -> list[str]:
 
 
 def write_outputs(result: OptimizeResult) -> None:
-    from kernelwright.verify.verifier import verdict_json
+    from kernelwright.verify.records import verdict_json
 
     out = result.out_dir
     with open(out / "candidates.csv", "w", newline="") as fh:
@@ -156,7 +156,7 @@ def _ratio(value: float | None) -> str:
 def write_search_outputs(result: SearchResult) -> None:
     """``best.py``, ``verdict.json`` (the winner's verdict plus the search: scaling curve, usage), ``candidates.csv``
     and ``report.md`` for an LLM (or hybrid) run."""
-    from kernelwright.verify.verifier import verdict_json
+    from kernelwright.verify.records import verdict_json
 
     out = result.out_dir
     with open(out / "candidates.csv", "w", newline="") as fh:

@@ -84,3 +84,51 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
         finally:
             torch._dynamo.reset()
             torch.cuda.empty_cache()
+
+
+# -- the parent's side ------------------------------------------------------------------------------------------
+def plan_baselines(opts: Any, judge: Any) -> tuple[list[str], dict[str, Any]]:
+    """(the baselines to time, those reused from ``opts.reuse_baselines``); a note in ``judge`` for the reused."""
+    variants = ["eager"]
+    if opts.compile_baseline:
+        variants += [m for m in COMPILE_MODES if opts.compile_modes is None or m in opts.compile_modes]
+    reused = {name: m for name, m in (opts.reuse_baselines or {}).items() if name in variants and m}
+    if reused:
+        from kernelwright.records import Severity
+
+        judge.add("baselines-reused", f"{', '.join(sorted(reused))} timing(s) reused from an earlier measurement on "
+                  "this device and toolchain (kernelwright bench's baseline cache)", Severity.NOTE,
+                  names=sorted(reused))
+    return [v for v in variants if v not in reused], reused
+
+
+def collect_baselines(run: Any, reused: dict[str, Any], judge: Any, *,
+                      budget_cut: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the baselines' measurements by name, the device's ceilings if the job reported them)."""
+    from kernelwright.records import Severity
+
+    found: dict[str, Any] = dict(reused)
+    for message in run.events("baseline"):
+        found[message["name"]] = message.get("measurement")
+        if message.get("error"):
+            judge.add("baseline-failed", f"{message['name']} baseline failed: {message['error']}", Severity.NOTE)
+    if not run.finished:
+        why = "the budget ran out while timing them" if budget_cut else f"the baseline process {run.describe_exit()}"
+        judge.add("baseline-failed", why, Severity.NOTE)
+    ceilings = run.last("ceilings")
+    return found, (ceilings["ceilings"] if ceilings else None)
+
+
+def cached_ceilings(device_name: Any) -> dict[str, Any] | None:
+    """The device's calibrated ceilings from the calibration cache, when no baseline job ran to report them."""
+    if not device_name:
+        return None
+    try:
+        from kernelwright.hardware.calibration import installed_torch_version, load_cached_ceilings
+
+        cached = load_cached_ceilings(str(device_name), torch_version=installed_torch_version())
+    except Exception:  # noqa: BLE001 - the roofline then uses the knowledge base's figures
+        return None
+    if cached is None:
+        return None
+    return cached.to_json() if hasattr(cached, "to_json") else cached

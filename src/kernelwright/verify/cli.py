@@ -42,9 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kernelwright.errors import InputError
-    from kernelwright.verify.records import VerifyOptions
+    from kernelwright.verify.records import VerifyOptions, verdict_json
     from kernelwright.verify.report import render
-    from kernelwright.verify.verifier import verdict_json, verify
+    from kernelwright.verify.verifier import verify
 
     if args.trials is not None and args.trials < 1:
         raise InputError("--trials must be a positive number (at least 5 random trials are always run)")

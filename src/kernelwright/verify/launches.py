@@ -423,3 +423,16 @@ def cpu_kernel_records(recorder: LaunchRecorder, aten: Counter[str]) -> list[Ker
         for name, count in aten.most_common()
     ]
     return records
+
+
+def trials_without_own(messages: list[dict[str, Any]]) -> list[int]:
+    """Checked calls that ran no kernel of the candidate's own. On a GPU every checked call is profiled: the
+    device kernels decide. On the CPU the launches seen from Python decide, and only when some call showed one
+    (an accounting that sees none anywhere says nothing about single calls; the kernel list then decides)."""
+    profiled = [m for m in messages if m.get("own_device_kernels") is not None]
+    if profiled:
+        return [m["index"] for m in profiled if not m["own_device_kernels"]]
+    counted = [m for m in messages if "own_calls" in m]
+    if not any(m["own_calls"] > 0 for m in counted):
+        return []
+    return [m["index"] for m in counted if m["own_calls"] == 0]

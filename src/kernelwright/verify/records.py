@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,3 +164,18 @@ class Verdict:
             size_overrides=dict(data.get("size_overrides") or {}),
             phases=dict(data.get("phases") or {}),
         )
+
+
+def finite_json(value: Any) -> Any:
+    """JSON has no NaN or infinity: such floats become null."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, Mapping):
+        return {str(k): finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def verdict_json(verdict: Verdict) -> str:
+    return json.dumps(finite_json(verdict.to_json()), indent=2, default=str, allow_nan=False)

@@ -279,3 +279,38 @@ def floors(work: WorkCount, *, peak_bandwidth_gbs: float | None, peak_tflops: Ma
         bound=bound,
         basis=basis,
     )
+
+
+def place(work: WorkCount, timing: Mapping[str, Any], *, device: str, device_name: Any,
+          ceilings: Mapping[str, Any], allow_tf32: bool, judge: Any) -> tuple[dict[str, Any], float | None]:
+    """The candidate on the roofline: (the floors as JSON, % of the achievable floor). Adds to ``judge`` a
+    ``beyond-roofline`` finding for a time the hardware cannot reach, and a ``redundant-reference`` note when
+    torch.compile runs the reference far faster than eager (the speedup over eager then overstates the kernel)."""
+    from kernelwright.records import Severity
+
+    peak_bw = peak = None
+    if device == "cuda" and device_name:
+        try:
+            from kernelwright.hardware import lookup
+
+            spec = lookup(str(device_name))
+            peak_bw, peak = spec.memory_bandwidth_gbs, dict(spec.peak_tflops)
+        except Exception as exc:
+            judge.add("unknown-device", f"no datasheet peaks for {device_name}: {exc}", Severity.NOTE)
+    roof = floors(work, peak_bandwidth_gbs=peak_bw, peak_tflops=peak, copy_gbs=ceilings.get("copy_gbs"),
+                  measured_tflops=ceilings.get("matmul_tflops"), allow_tf32=allow_tf32)
+    cand = timing.get("candidate")
+    percent = roof.percent_of_floor(cand["median_ms"]) if cand else None
+    if cand and roof.physical_floor_ms and cand["median_ms"] < 0.9 * roof.physical_floor_ms:
+        judge.add("beyond-roofline",
+                  f"measured {cand['median_ms']:.4f} ms is faster than the hardware allows: the physical "
+                  f"floor is {roof.physical_floor_ms:.4f} ms ({roof.bytes / 1e6:.1f} MB, "
+                  f"{roof.matmul_flops / 1e9:.1f} GFLOP matmul at datasheet peaks)",
+                  physical_floor_ms=roof.physical_floor_ms, median_ms=cand["median_ms"])
+    eager, compiled = timing.get("eager"), timing.get("compile_max_autotune") or timing.get("compile")
+    if eager and compiled and compiled["median_ms"] > 0 and eager["median_ms"] / compiled["median_ms"] >= 2.0:
+        judge.add("redundant-reference",
+                  f"torch.compile runs the reference {eager['median_ms'] / compiled['median_ms']:.1f}x "
+                  "faster than eager: the speedup over eager overstates the kernel; compare with "
+                  "torch.compile", Severity.NOTE)
+    return roof.to_json(), percent

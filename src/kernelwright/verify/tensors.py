@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +97,29 @@ def dtype_from_name(name: str) -> torch.dtype:
     if not isinstance(value, torch.dtype):
         raise ValueError(f"unknown dtype {name!r}")
     return value
+
+
+def nbytes_of(desc: Mapping[str, Any]) -> int:
+    """Bytes of a tensor as :func:`describe` wrote it (shape and dtype)."""
+    import math as _math
+
+    try:
+        itemsize = dtype_from_name(desc["dtype"]).itemsize
+    except (KeyError, ValueError):
+        itemsize = 4
+    return int(_math.prod(desc.get("shape", [])) * itemsize)
+
+
+def result_shape(container: str | None) -> str | None:
+    """A tuple and a list are used alike (indexed, unpacked); a tensor is not a sequence of outputs."""
+    return "sequence" if container in ("tuple", "list") else container
+
+
+def uniform(tensor: Any) -> bool:
+    """Every element the same value (NaN counted equal to NaN)."""
+    flat = tensor.reshape(-1)
+    first = flat[:1]
+    same = flat == first
+    if flat.is_floating_point() or flat.is_complex():
+        same = same | (flat.isnan() & first.isnan())
+    return bool(same.all())

@@ -10,7 +10,6 @@ runs (they are deleted from disk first), judges every output (:mod:`kernelwright
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import secrets
@@ -25,116 +24,26 @@ from typing import Any
 from kernelwright import __version__
 from kernelwright.config import config
 from kernelwright.errors import ConfigError, InputError
+from kernelwright.hardware.local import resolve_device
 from kernelwright.isolation.process import ChildRun, run_child
 from kernelwright.problem.files import CandidateFile, ProblemFile, read_candidate, read_problem
 from kernelwright.records import Finding, ProblemTraits, Severity, Status
-from kernelwright.verify import compare, trials
+from kernelwright.verify import compare, tensors, trials
+from kernelwright.verify.findings import (
+    INTEGRITY_CODES,
+    SPECIAL_TRIAL_CODES,
+    UNCLEAN_CODES,
+    Judge,
+    headline_rank,
+)
+from kernelwright.verify.instructions import instruction_evidence, native_arch
+from kernelwright.verify.launches import trials_without_own
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
 
 log = logging.getLogger(__name__)
 
-# Finding codes that make a verdict `rejected` (integrity), as opposed to `incorrect`.
-INTEGRITY_CODES = frozenset({
-    "stale-memory", "side-stream", "background-thread", "background-process", "output-subclass",
-    "timer-tampering", "no-own-kernel", "output-caching", "input-mutation", "precision", "tf32-in-fp32",
-    "fp16-in-fp32", "half-in-fp32", "distribution-shortcut", "shape-specialised", "nondeterministic",
-    "persisting-l2", "reference-access", "timed-call-mismatch", "beyond-roofline", "output-aliases-input",
-    "protocol-violation",
-})  # fmt: skip
-
 # Copies and fills: in nearly every program, so not evidence that a candidate re-runs the reference.
 _TRIVIAL_KERNEL = re.compile(r"memcpy|memset|fill|copy|zero|clone|contiguous", re.I)
-
-
-def _trials_without_own(messages: list[dict[str, Any]]) -> list[int]:
-    """Checked calls that ran no kernel of the candidate's own. On a GPU every checked call is profiled: the
-    device kernels decide. On the CPU the launches seen from Python decide, and only when some call showed one
-    (an accounting that sees none anywhere says nothing about single calls; the kernel list then decides)."""
-    profiled = [m for m in messages if m.get("own_device_kernels") is not None]
-    if profiled:
-        return [m["index"] for m in profiled if not m["own_device_kernels"]]
-    counted = [m for m in messages if "own_calls" in m]
-    if not any(m["own_calls"] > 0 for m in counted):
-        return []
-    return [m["index"] for m in counted if m["own_calls"] == 0]
-
-
-def _shape_of_result(container: str | None) -> str | None:
-    """A tuple and a list are used alike (indexed, unpacked); a tensor is not a sequence of outputs."""
-    return "sequence" if container in ("tuple", "list") else container
-
-
-def _uniform(tensor: Any) -> bool:
-    """Every element the same value (NaN counted equal to NaN)."""
-    flat = tensor.reshape(-1)
-    first = flat[:1]
-    same = flat == first
-    if flat.is_floating_point() or flat.is_complex():
-        same = same | (flat.isnan() & first.isnan())
-    return bool(same.all())
-
-# Warnings that undermine a pass (a performance warning does not).
-UNCLEAN_CODES = frozenset({"degenerate-problem"})
-
-# What a failure on a special trial means, when the ordinary random trials pass.
-_SPECIAL_TRIAL_CODES = {
-    trials.REWRITE: ("output-caching", "wrong after new values were written into trial {source}'s input buffers "
-                                       "in place: results are cached by address or shape"),
-    trials.REPOISON: ("nondeterministic", "wrong when free memory holds a different poison pattern: the result "
-                                          "depends on uninitialised memory"),
-    trials.SCALED: ("distribution-shortcut", "wrong on scaled inputs ({note}): correct only for the test "
-                                             "distribution"),
-    trials.HEAVY_TAILED: ("distribution-shortcut", "wrong on heavy-tailed inputs ({note}): correct only for the "
-                                                   "test distribution"),
-    trials.SHAPE: ("shape-specialised", "wrong at a second shape ({note}): constants baked in for the benchmark's "
-                                        "shape"),
-}
-
-
-def resolve_device(requested: str | None) -> str:
-    value = (requested or config.device or "auto").lower()
-    if value not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"device {value!r} is not one of auto, cpu, cuda; pass --device cpu or --device cuda")
-    if value == "auto":
-        return "cuda" if _cuda_available() else "cpu"
-    if value == "cuda" and not _cuda_available():
-        raise InputError("--device cuda was asked for, but no CUDA GPU is visible here; use --device cpu")
-    return value
-
-
-def _cuda_available() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
-class _Judge:
-    """Accumulates findings and trial outcomes while the verdict is assembled."""
-
-    def __init__(self) -> None:
-        self.findings: list[Finding] = []
-        self.outcomes: dict[int, TrialOutcome] = {}
-
-    def add(self, code: str, message: str, severity: Severity = Severity.ERROR, **details: Any) -> None:
-        """Record a finding; a second finding with the same code is folded into the first (its count and
-        messages kept in ``details``), so a verdict says each thing once."""
-        for i, f in enumerate(self.findings):
-            if f.code != code:
-                continue
-            if f.message == message:
-                return
-            others = list(f.details.get("more", []))
-            if len(others) < 20:
-                others.append(message)
-            count = int(f.details.get("count", 1)) + 1
-            first = f.message.split(" [+", 1)[0]
-            self.findings[i] = Finding(code=code, message=f"{first} [+{count - 1} more]", severity=f.severity,
-                                       details={**f.details, "count": count, "more": others})
-            return
-        self.findings.append(Finding(code=code, message=message, severity=severity, details=details))
-
-    def has(self, *codes: str) -> bool:
-        return any(f.code in codes for f in self.findings)
 
 
 def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | None = None) -> Verdict:
@@ -212,7 +121,7 @@ class _Verification:
         self.out = workdir / "candidate-out"
         for d in (self.shared, self.private, self.out):
             d.mkdir()
-        self.judge = _Judge()
+        self.judge = Judge()
         self.timeout = float(opts.timeout_s or config.timeout_s)
         self.plan = trials.plan_trials(seed, opts.trials or config.trials,
                                        distribution=opts.distribution_trials, second_shape=opts.shape_trial)
@@ -222,6 +131,10 @@ class _Verification:
         self.reference_kernels: list[str] = []
         self.phases: dict[str, float] = {}
         self.budget_cut: str | None = None  # the job the deadline stopped, if it did
+        self.ceilings: dict[str, Any] = {}  # the device's measured ceilings (the baseline job or the cache)
+        self.expected_trials: list[int] = []  # the trials the candidate's child must report
+        self.expects_timing = False
+        self.trials_without_own: list[int] = []  # checked calls that ran no kernel of the candidate's own
         # What the user allowed, made explicit in the tolerance (precision findings then become notes).
         self.allowed_roundoff = (compare.BF16_UNIT_ROUNDOFF if opts.allow_reduced_precision
                                  else compare.TF32_UNIT_ROUNDOFF if opts.allow_tf32 else 0.0)
@@ -361,7 +274,7 @@ class _Verification:
         runnable = [t for t in self.plan
                     if not ref_trials.get(t.index, {}).get("skipped")
                     and (t.kind != trials.REPOISON or not ref_trials.get(t.source, {}).get("skipped"))]
-        expected = sum(_bytes_of(o) for o in ref_trials.get(0, {}).get("outputs", []))
+        expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, {}).get("outputs", []))
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = list(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
             [config.arch] if self.device == "cpu" else [])
@@ -404,8 +317,8 @@ class _Verification:
         candidate can write to as well: a forged "done" or phase message proves nothing, the trials' own reports
         do."""
         reported = {m["index"] for m in run.events("trial")}
-        missing = [f"trial {i}" for i in getattr(self, "expected_trials", []) if i not in reported]
-        if getattr(self, "expects_timing", False) and not run.events("timing"):
+        missing = [f"trial {i}" for i in self.expected_trials if i not in reported]
+        if self.expects_timing and not run.events("timing"):
             missing.append("timing")
         return missing
 
@@ -453,14 +366,14 @@ class _Verification:
     def _special_trial_failure(self, run: ChildRun, started: list[dict[str, Any]]) -> tuple[Status, str] | None:
         """A candidate that ran every ordinary trial but died (raised, crashed, hung) on a special one — a second
         shape, scaled inputs — fails that trial's test, not just "crashed"."""
-        if not started or started[-1]["kind"] not in _SPECIAL_TRIAL_CODES:
+        if not started or started[-1]["kind"] not in SPECIAL_TRIAL_CODES:
             return None
         finished = {m["index"] for m in run.events("trial")}
         ordinary = [t.index for t in self.plan if t.kind == trials.RANDOM]
         if not all(i in finished for i in ordinary):
             return None
         kind = started[-1]["kind"]
-        code, _ = _SPECIAL_TRIAL_CODES[kind]
+        code, _ = SPECIAL_TRIAL_CODES[kind]
         error = run.last("error")
         what = error["message"] if error else run.describe_exit()
         message = f"passes the ordinary trials but fails on the {kind.replace('_', '-')} trial: {what}"
@@ -474,7 +387,7 @@ class _Verification:
 
         random_ok = True
         by_index = {t.index: t for t in self.plan}
-        self.trials_without_own = _trials_without_own(run.events("trial"))
+        self.trials_without_own = trials_without_own(run.events("trial"))
         for message in run.events("trial"):
             index = message["index"]
             trial = by_index[index]
@@ -498,7 +411,7 @@ class _Verification:
             if not problems:
                 # One tensor and a one-element tuple/list flatten alike; a caller of the op does not see them alike.
                 source_trial = ref_trials.get(trial.source if trial.kind == trials.REPOISON else index, {})
-                want, have = _shape_of_result(source_trial.get("container")), _shape_of_result(message.get("container"))
+                want, have = tensors.result_shape(source_trial.get("container")), tensors.result_shape(message.get("container"))
                 if want and have and want != have:
                     problems.append(f"forward returns a {message['container']} where the problem returns a "
                                     f"{source_trial['container']}")
@@ -550,8 +463,8 @@ class _Verification:
         if random_ok:
             for index, outcome in sorted(self.judge.outcomes.items()):
                 trial = by_index[index]
-                if outcome.status == "wrong" and trial.kind in _SPECIAL_TRIAL_CODES:
-                    code, template = _SPECIAL_TRIAL_CODES[trial.kind]
+                if outcome.status == "wrong" and trial.kind in SPECIAL_TRIAL_CODES:
+                    code, template = SPECIAL_TRIAL_CODES[trial.kind]
                     detail = ref_trials.get(index, {}).get("note", "")
                     message = template.format(source=trial.source, note=detail or trial.kind) + f" — {outcome.note}"
                     if self._imprecise_only(trial, outcome):
@@ -588,7 +501,7 @@ class _Verification:
             except Exception:
                 continue
             # Outputs holding one value throughout (never written: the poison, zeros) repeat without any cache.
-            key = "|".join(tensors.digest(o) for o in outputs if o.numel() > 16 and not _uniform(o))
+            key = "|".join(tensors.digest(o) for o in outputs if o.numel() > 16 and not tensors.uniform(o))
             if not key:
                 continue
             if wrong and key in seen and answer(seen[key]) != answer(index):
@@ -645,7 +558,7 @@ class _Verification:
             self.judge.add("no-own-kernel",
                            f"the candidate launched no kernel of its own, only library work ({names}); "
                            "pass --allow-library-only to accept that", library=[k["name"] for k in self.kernels])
-        elif getattr(self, "trials_without_own", None) and not self.opts.allow_library_only:
+        elif self.trials_without_own and not self.opts.allow_library_only:
             listed = ", ".join(map(str, self.trials_without_own[:6]))
             self.judge.add("no-own-kernel",
                            f"trial(s) {listed} launched no kernel of the candidate's own: on those calls the library "
@@ -675,94 +588,17 @@ class _Verification:
 
     # -- instruction evidence -----------------------------------------------------------------------------------
     def _instructions(self, run: ChildRun) -> list[dict[str, Any]]:
-        cubins = run.events("cubin")
-        binaries = run.events("binary")  # CUDA extensions the candidate built (GPU runs)
-        if not cubins and not binaries:
-            return []
-        try:
-            from kernelwright.inspect import analyze_cubin
-            from kernelwright.inspect.analysis import analyze_binary
-            from kernelwright.inspect.expectations import evaluate
-        except ImportError as exc:
-            self.judge.add("inspection-unavailable", f"instruction analysis unavailable: {exc}", Severity.NOTE)
-            return []
-        summaries_by_arch: dict[str, list[Any]] = {}
-        out: list[dict[str, Any]] = []
-        native = self._native_arch()
-        for message in binaries:
-            try:
-                found = analyze_binary(message["path"], arch=native)
-            except Exception as exc:
-                self.judge.add("inspection-failed", f"disassembling the CUDA extension {message.get('name')} "
-                                                    f"failed: {exc}", Severity.NOTE)
-                continue
-            for summary in found:
-                summaries_by_arch.setdefault(native or "unknown", []).append(summary)
-                data = summary.to_json()
-                data.setdefault("launched_as", f"{message.get('name')} (CUDA extension)")
-                out.append(data)
-        for message in cubins:
-            arch = message["arch"]
-            if arch == "native":
-                arch = native
-            ptx_path = message.get("ptx_path")
-            warps = message.get("num_warps")
-            try:
-                found = analyze_cubin(
-                    Path(message["path"]), arch=arch, name=message.get("name"),
-                    ptxas_log=message.get("ptxas_log", "") or "",
-                    ptx=Path(ptx_path).read_text() if ptx_path and Path(ptx_path).exists() else "",
-                    threads_per_block=int(warps) * 32 if warps else None,
-                    dynamic_shared_bytes=message.get("shared"),
-                )
-            except Exception as exc:
-                self.judge.add("inspection-failed", f"disassembling {message.get('name') or message['path']} "
-                                                    f"failed: {exc}", Severity.NOTE)
-                continue
-            for summary in found:
-                if summary.spilled is None and message.get("n_spills") is not None:
-                    # No ptxas log for a kernel Triton compiled at run time; its n_spills counts 4-byte words.
-                    summary = replace(summary, spill_store_bytes=4 * int(message["n_spills"]))
-                summaries_by_arch.setdefault(arch or "unknown", []).append(summary)
-                data = summary.to_json()
-                data.setdefault("launched_as", message.get("name") or summary.name)
-                out.append(data)
-        if self.traits is not None:
-            several = len(summaries_by_arch) > 1
-            for arch, summaries in summaries_by_arch.items():
-                try:
-                    for f in evaluate(summaries, self.traits, arch):
-                        self.judge.add(f.code, f"[{arch}] {f.message}" if several else f.message, f.severity,
-                                       **{**dict(f.details), "arch": arch})
-                except Exception as exc:
-                    self.judge.add("inspection-failed", f"expectations for {arch} failed: {exc}", Severity.NOTE)
-        return out
-
-    def _native_arch(self) -> str | None:
-        """The arch of the GPU the candidate ran on (``sm_90a`` on an H200: the arch-specific variant it runs)."""
-        from kernelwright.hardware.local import arch_for_capability
-
-        cc = str(self.device_facts.get("compute_capability", ""))
-        major, _, minor = cc.partition(".")
-        if not (major.isdigit() and minor.isdigit()):
-            return None
-        return arch_for_capability(int(major), int(minor))
+        return instruction_evidence(run, native=native_arch(self.device_facts), traits=self.traits,
+                                    judge=self.judge)
 
     # -- baselines and roofline ---------------------------------------------------------------------------------
     def _baselines(self, ref_trials: dict[int, dict[str, Any]]) -> dict[str, Any]:
+        from kernelwright.verify.baseline import cached_ceilings, collect_baselines, plan_baselines
+
         n_sets = min(int(config.input_sets), sum(1 for t in self.plan if t.kind == trials.RANDOM))
-        variants = ["eager"]
-        if self.opts.compile_baseline:
-            variants += [m for m in ("compile", "compile_max_autotune")
-                         if self.opts.compile_modes is None or m in self.opts.compile_modes]
-        reused = {name: m for name, m in (self.opts.reuse_baselines or {}).items() if name in variants and m}
-        if reused:
-            self.judge.add("baselines-reused", f"{', '.join(sorted(reused))} timing(s) reused from an earlier "
-                           "measurement on this device and toolchain (kernelwright bench's baseline cache)",
-                           Severity.NOTE, names=sorted(reused))
-        variants = [v for v in variants if v not in reused]
+        variants, reused = plan_baselines(self.opts, self.judge)
         if not variants:
-            self._cached_ceilings()
+            self.ceilings = cached_ceilings(self.device_facts.get("name")) or self.ceilings
             return dict(reused)
         spec = {
             "problem": str(self.problem.path),
@@ -781,68 +617,17 @@ class _Verification:
             },
         }
         run = self._run("baseline", spec, timeout=max(self.timeout, 1800.0))
-        found: dict[str, Any] = dict(reused)
-        for message in run.events("baseline"):
-            found[message["name"]] = message.get("measurement")
-            if message.get("error"):
-                self.judge.add("baseline-failed", f"{message['name']} baseline failed: {message['error']}",
-                               Severity.NOTE)
-        ceilings = run.last("ceilings")
-        if ceilings:
-            self.ceilings = ceilings["ceilings"]
-        if not run.finished:
-            why = "the budget ran out while timing them" if self.budget_cut == "baseline" else \
-                f"the baseline process {run.describe_exit()}"
-            self.judge.add("baseline-failed", why, Severity.NOTE)
+        found, ceilings = collect_baselines(run, reused, self.judge, budget_cut=self.budget_cut == "baseline")
+        self.ceilings = ceilings or self.ceilings
         return found
-
-    def _cached_ceilings(self) -> None:
-        """The device's calibrated ceilings from the calibration cache, when no baseline job ran to report them."""
-        name = self.device_facts.get("name")
-        if not name:
-            return
-        try:
-            from kernelwright.hardware.calibration import installed_torch_version, load_cached_ceilings
-
-            cached = load_cached_ceilings(str(name), torch_version=installed_torch_version())
-        except Exception:  # noqa: BLE001 - the roofline then uses the knowledge base's figures
-            cached = None
-        if cached is not None:
-            self.ceilings = cached.to_json() if hasattr(cached, "to_json") else cached
 
     def _roofline(self, timing: dict[str, Any]) -> tuple[dict[str, Any] | None, float | None]:
         if self.work is None:
             return None, None
-        from kernelwright.verify.roofline import floors
+        from kernelwright.verify.roofline import place
 
-        peak_bw = peak = None
-        name = self.device_facts.get("name")
-        if self.device == "cuda" and name:
-            try:
-                from kernelwright.hardware import lookup
-
-                spec = lookup(str(name))
-                peak_bw, peak = spec.memory_bandwidth_gbs, dict(spec.peak_tflops)
-            except Exception as exc:
-                self.judge.add("unknown-device", f"no datasheet peaks for {name}: {exc}", Severity.NOTE)
-        ceilings = getattr(self, "ceilings", None) or {}
-        roof = floors(self.work, peak_bandwidth_gbs=peak_bw, peak_tflops=peak, copy_gbs=ceilings.get("copy_gbs"),
-                      measured_tflops=ceilings.get("matmul_tflops"), allow_tf32=self.opts.allow_tf32)
-        cand = timing.get("candidate")
-        percent = roof.percent_of_floor(cand["median_ms"]) if cand else None
-        if cand and roof.physical_floor_ms and cand["median_ms"] < 0.9 * roof.physical_floor_ms:
-            self.judge.add("beyond-roofline",
-                           f"measured {cand['median_ms']:.4f} ms is faster than the hardware allows: the physical "
-                           f"floor is {roof.physical_floor_ms:.4f} ms ({roof.bytes / 1e6:.1f} MB, "
-                           f"{roof.matmul_flops / 1e9:.1f} GFLOP matmul at datasheet peaks)",
-                           physical_floor_ms=roof.physical_floor_ms, median_ms=cand["median_ms"])
-        eager, compiled = timing.get("eager"), timing.get("compile_max_autotune") or timing.get("compile")
-        if eager and compiled and compiled["median_ms"] > 0 and eager["median_ms"] / compiled["median_ms"] >= 2.0:
-            self.judge.add("redundant-reference",
-                           f"torch.compile runs the reference {eager['median_ms'] / compiled['median_ms']:.1f}x "
-                           "faster than eager: the speedup over eager overstates the kernel; compare with "
-                           "torch.compile", Severity.NOTE)
-        return roof.to_json(), percent
+        return place(self.work, timing, device=self.device, device_name=self.device_facts.get("name"),
+                     ceilings=self.ceilings, allow_tf32=self.opts.allow_tf32, judge=self.judge)
 
     # -- degenerate problems ------------------------------------------------------------------------------------
     def _degenerate_check(self, refs: dict[int, dict[str, Any]], ref_trials: dict[int, dict[str, Any]]) -> None:
@@ -862,7 +647,7 @@ class _Verification:
                  roofline: dict[str, Any] | None, percent: float | None,
                  instructions: list[dict[str, Any]]) -> Verdict:
         findings = self.judge.findings
-        errors = sorted((f for f in findings if f.severity is Severity.ERROR), key=_headline_rank)
+        errors = sorted((f for f in findings if f.severity is Severity.ERROR), key=headline_rank)
         integrity = [f for f in errors if f.code in INTEGRITY_CODES and not f.details.get("imprecision")]
         if failure is not None:
             status, message = failure
@@ -912,47 +697,3 @@ class _Verification:
             phases=dict(self.phases),
             **base,
         )
-
-
-# Which finding a one-line verdict names first when there are several: the most specific cause of the rest.
-_HEADLINE_ORDER = (
-    "timer-tampering", "reference-access", "background-thread", "background-process", "side-stream",
-    "persisting-l2", "output-subclass", "timed-call-mismatch", "beyond-roofline", "output-caching",
-    "input-mutation", "output-aliases-input", "no-own-kernel", "precision", "tf32-in-fp32", "fp16-in-fp32",
-    "half-in-fp32", "nondeterministic", "distribution-shortcut", "shape-specialised", "stale-memory",
-    "output-structure", "mismatch",
-)  # fmt: skip
-
-
-def _headline_rank(finding: Finding) -> int:
-    try:
-        return _HEADLINE_ORDER.index(finding.code)
-    except ValueError:
-        return len(_HEADLINE_ORDER)
-
-
-def _bytes_of(desc: Mapping[str, Any]) -> int:
-    import math as _math
-
-    from kernelwright.verify.tensors import dtype_from_name
-
-    try:
-        itemsize = dtype_from_name(desc["dtype"]).itemsize
-    except (KeyError, ValueError):
-        itemsize = 4
-    return int(_math.prod(desc.get("shape", [])) * itemsize)
-
-
-def _finite_json(value: Any) -> Any:
-    """JSON has no NaN or infinity: such floats become null."""
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, Mapping):
-        return {str(k): _finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_json(v) for v in value]
-    return value
-
-
-def verdict_json(verdict: Verdict) -> str:
-    return json.dumps(_finite_json(verdict.to_json()), indent=2, default=str, allow_nan=False)
