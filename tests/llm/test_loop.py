@@ -300,3 +300,23 @@ def test_resume_restores_calls_that_gave_no_candidate(workspace, fake_llm) -> No
     assert entries[0].failure and "code block" in entries[0].failure and entries[0].round == 0
     assert [e.round for e in entries] == [0, 1, 2]  # the lineage went on from its third round
     assert len(result.scaling["by_samples"]) == 3 and result.best.median_ms == 0.5
+
+
+@pytest.mark.slow
+def test_bench_with_the_llm_generator_scores_what_the_model_wrote(workspace, fake_llm) -> None:
+    """``kernelwright bench --generator llm``: the loop runs per problem and the row carries its winner's verdict."""
+    import json
+
+    from kernelwright.cli import main
+
+    honest = (ROOT / "examples" / "vector_add_triton.py").read_text()
+    server = fake_llm([Reply(content=reply_with(honest))])
+    tmp, problem = workspace
+    out = tmp / "bench"
+    assert main(["bench", str(problem), "--generator", "llm", "--base-url", server.base_url, "--samples", "1",
+                 "--max-candidates", "1", "--device", "cpu", "--out", str(out), "--db", str(tmp / "runs.sqlite"),
+                 "--budget-per-problem", "2m"]) == 0
+    (row,) = json.loads((out / "results.json").read_text())["problems"]
+    assert row["status"] == "passed" and row["families"] == ["llm"], row
+    assert (out / "vector_add" / "best.py").read_text() == honest
+    assert len(server.requests) == 1

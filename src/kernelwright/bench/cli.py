@@ -37,7 +37,7 @@ def _jobs(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from kernelwright.search.cli import parse_budget
+    from kernelwright.search.cli import add_llm_arguments, parse_budget
 
     p.add_argument("problems", nargs="+", help="problem files or folders of them (KernelBench's level folders work "
                                                "as they are)")
@@ -45,8 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solutions", type=Path, default=None,
                    help="score the ModelNew files in this folder (matched to problems by file name) instead of "
                         "generating kernels")
-    p.add_argument("--generator", choices=("templates",), default="templates",
-                   help="what writes the kernels (templates: the built-in library)")
+    p.add_argument("--generator", choices=("templates", "llm", "hybrid"), default="templates",
+                   help="what writes the kernels, as in optimize: templates (the built-in library, no network), "
+                        "llm, or hybrid (the templates seed, the LLM improves)")
     p.add_argument("--budget-per-problem", type=parse_budget, default=180.0, dest="budget_per_problem",
                    help="wall-time budget of one problem, e.g. 90s, 3m (default 3m)")
     p.add_argument("--budget", type=parse_budget, default=None,
@@ -71,6 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="all: results.json, report.md and report.html (default); md: print the markdown table "
                         "too; json: print results.json")
     p.add_argument("--db", type=Path, default=None, help="run database (default: the cache's runs.sqlite)")
+    add_llm_arguments(p, run_options=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,7 +94,11 @@ def run(args: argparse.Namespace) -> int:
                              budget_per_problem_s=args.budget_per_problem, budget_s=args.budget, arch=args.arch,
                              allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision,
                              baselines=args.baselines, jobs=args.jobs, resume=args.resume, db_path=args.db,
-                             solutions=args.solutions is not None)
+                             solutions=args.solutions is not None,
+                             llm={"strategy": args.strategy, "samples": args.samples, "model": args.model,
+                                  "base_url": args.base_url, "max_candidates": args.max_candidates,
+                                  "max_tokens": args.max_tokens, "language": args.language}
+                             if args.generator != "templates" else {})
     if args.solutions is not None:
         missing = [p.name for p in problems if p.solution is None]
         if missing:

@@ -51,10 +51,12 @@ class BenchSettings:
     resume: bool = False
     db_path: Path | None = None
     solutions: bool = False  # score outside ModelNew files (each problem's .solution) instead of optimizing
+    llm: dict[str, Any] = field(default_factory=dict)  # the LLM generator's options (--generator llm|hybrid)
 
     def key_fields(self) -> dict[str, Any]:
         """What, besides the problem, the solution and the machine, decides a row."""
-        return {"generator": self.generator, "budget_per_problem_s": self.budget_per_problem_s,
+        llm = {k: v for k, v in self.llm.items() if k != "base_url"}  # where the model is served is not the result
+        return {"generator": self.generator, "llm": llm, "budget_per_problem_s": self.budget_per_problem_s,
                 "arch": self.arch, "allow_tf32": self.allow_tf32,
                 "allow_reduced_precision": self.allow_reduced_precision, "baselines": list(self.baselines)}
 
@@ -118,6 +120,8 @@ def run_task(task: Task) -> tuple[dict[str, Any], dict[str, Any]]:
                                     "matches this problem's name"), {}
         if task.settings.solutions:
             return _verify_solution(task, started)
+        if task.settings.generator != "templates":
+            return _optimize_with_llm(task, started)
         return _optimize(task, started)
     except UnsupportedProblem as exc:
         return rows.failure_row(**base, status="unsupported", message=str(exc),
@@ -176,6 +180,35 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
         return rows.failure_row(**base, status=best.status if best else "failed", message=why[:400], wall_s=wall,
                                 families=families, uncovered=uncovered), {}
     row = rows.row_from_verdict(best.verdict, **base, families=families, uncovered=uncovered, wall_s=wall,
+                                best_py=str(out / "best.py"), report_md=str(out / "report.md"))
+    if result.interrupted:
+        row["status"] = rows.INTERRUPTED
+    return row, _measured_baselines(best.verdict, task)
+
+
+def _optimize_with_llm(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    from kernelwright.generate.families.base import Policy
+    from kernelwright.search.evaluate import GpuEvaluator
+    from kernelwright.search.llm_search import optimize_with_llm
+
+    problem, settings = task.problem, task.settings
+    policy = Policy(allow_tf32=settings.allow_tf32, allow_reduced_precision=settings.allow_reduced_precision)
+    out = settings.out_dir / problem.name
+    evaluator = None
+    if settings.device == "cuda":
+        evaluator = GpuEvaluator(problem.path, policy=policy, verify_options=_verify_options(task))
+    result = optimize_with_llm(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s,
+                               generator=settings.generator, device=settings.device, arch=settings.arch,
+                               policy=policy, db_path=settings.db_path, evaluator=evaluator,
+                               progress_stream=io.StringIO(), **settings.llm)
+    base = {"name": problem.name, "path": str(problem.path), "mode": "optimize"}
+    wall = time.monotonic() - started
+    best = result.best
+    if best is None or best.verdict is None:
+        status = rows.INTERRUPTED if result.interrupted else "failed"
+        return rows.failure_row(**base, status=status, message=f"no verified kernel ({result.stop_reason})",
+                                wall_s=wall), {}
+    row = rows.row_from_verdict(best.verdict, **base, families=[settings.generator], wall_s=wall,
                                 best_py=str(out / "best.py"), report_md=str(out / "report.md"))
     if result.interrupted:
         row["status"] = rows.INTERRUPTED

@@ -47,8 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "templates and its own --budget; kernelwright export registers it as the op's backward")
 
 
-def add_llm_arguments(p: argparse.ArgumentParser) -> None:
-    """The LLM generator's options (``optimize --generator llm|hybrid`` and ``generate``)."""
+def add_llm_arguments(p: argparse.ArgumentParser, *, run_options: bool = True) -> None:
+    """The LLM generator's options (``optimize --generator llm|hybrid``, ``generate``, ``bench``); ``run_options``
+    adds ``--db`` and ``--resume RUN_ID`` (bench has its own)."""
     llm = p.add_argument_group("the LLM generator")
     llm.add_argument("--strategy", choices=("best-of-n", "refine", "evolve"), default="refine",
                      help="best-of-n: independent samples; refine: lineages of rounds with feedback (default); "
@@ -62,6 +63,8 @@ def add_llm_arguments(p: argparse.ArgumentParser) -> None:
     llm.add_argument("--max-tokens", type=int, default=None, help="stop after this many prompt+completion tokens")
     llm.add_argument("--language", choices=("triton", "cuda"), default="triton",
                      help="what the model writes: Triton, or CUDA C++ through load_inline")
+    if not run_options:
+        return
     llm.add_argument("--db", type=Path, default=None, help="run database (default: the cache's runs.sqlite)")
     llm.add_argument("--resume", type=int, default=None, metavar="RUN_ID",
                      help="continue a run that was stopped or killed (kernelwright runs lists them)")
