@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # kernelwright bench on the GPU machine, in one device call that stops itself before the call's limit:
-#   bash scripts/gpu_bench.sh SECONDS [bench options...]       e.g. 480 problems --jobs 4 --budget-per-problem 60s
+#   bash scripts/gpu_bench.sh SECONDS [bench options...]       e.g. 500 problems --jobs 3 --budget-per-problem 5m
+# A problem's budget includes its verify (60-100 s alone on the H200) and, with --jobs, its waits for the GPU lock
+# (rows took 190-363 s at --jobs 4 in run 16): under about 4 minutes a problem, verifies are cut (timeout rows).
 # The run database travels with the repository (benchmarks/results/bench-h200.sqlite): finished rows and cached
 # baseline timings accumulate across calls and sessions (--resume). After the call, copy $OUT/bench-h200.sqlite
 # over it and commit it; $OUT also holds results.json, report.md, report.html and the problems' folders (tgz).

@@ -422,7 +422,7 @@ def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float 
                 # The workers got the Ctrl-C too: each ends its problem and returns what it has.
                 for future, task in list(running.items()):
                     with contextlib.suppress(Exception):
-                        row, baselines = future.result(timeout=120)
+                        row, baselines = future.result(timeout=60)  # inside gpu_bench.sh's 90 s kill-after
                         finish(task, row, baselines)
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
