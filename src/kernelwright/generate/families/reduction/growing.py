@@ -40,6 +40,8 @@ def _emittable(graph: ProblemGraph, node: Node) -> bool:
 
 
 class Grower:
+    """Grows a group's :class:`Spec` around its anchor, in graph order, until nothing more joins."""
+
     def __init__(self, graph: ProblemGraph, spec: Spec, claimed: set[str]) -> None:
         self.graph, self.spec, self.claimed = graph, spec, claimed
 
@@ -198,6 +200,7 @@ class Grower:
 
 
 def validate(graph: ProblemGraph, spec: Spec, group: Group) -> bool:
+    """Whether the kernel can write every output of the grown group, and read the sizes from one of its inputs."""
     layout = spec.layout
     for o in group.outputs:
         info = graph.values.get(o)

@@ -24,32 +24,48 @@ from kernelwright.generate.graph import ProblemGraph
 
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
     spec: Spec = group.detail["spec"]
+    lines, writers = _kernels(graph, group, spec, config, ident)
+    lines += ["", "", *_launcher(graph, group, spec, config, ident, writers)]
+    return Rendered(source="\n".join(lines), launcher=ident,
+                    notes=(f"{NAME}: {_describe(spec.layout)}, {config['strategy']}",))
+
+
+def _sizes(layout: Layout) -> list[str]:
+    """The size arguments every kernel of the group takes first."""
+    return ["n_inner", "n_red"] if layout.kind == "strided" else ["n_out", "n_red"]
+
+
+def _kernels(graph: ProblemGraph, group: Group, spec: Spec, config: Config, ident: str
+             ) -> tuple[list[str], list[BodyWriter]]:
+    """The group's kernels — one, or for strategy split the partial and the combining kernel — and the writers of
+    their bodies (what each body asked of its signature)."""
+    sizes = _sizes(spec.layout)
+    if config["strategy"] != "split":
+        whole = BodyWriter(graph, group, spec, config)
+        return _kernel(f"{ident}_kernel", graph, group, whole, whole.body(), sizes, "BLOCK_N"), [whole]
+    partial = BodyWriter(graph, group, spec, config, "partial")
+    lines = _kernel(f"{ident}_partial_kernel", graph, group, partial, partial.body_partial(),
+                    [*sizes, "n_q", "per_split"], "BLOCK_N")
+    combine = BodyWriter(graph, group, spec, config, "combine")
+    lines += ["", ""] + _kernel(f"{ident}_kernel", graph, group, combine, combine.body_combine(),
+                                [*sizes, "n_q", "n_split", "per_split"], "BLOCK_S", workspace=partial.workspace())
+    return lines, [partial, combine]
+
+
+def _launcher(graph: ProblemGraph, group: Group, spec: Spec, config: Config, ident: str,
+              writers: Sequence[BodyWriter]) -> list[str]:
+    """The launcher: sizes from the tensors, the outputs (and split's workspace), the launches."""
     layout = spec.layout
     split = config["strategy"] == "split"
-    sizes = ["n_inner", "n_red"] if layout.kind == "strided" else ["n_out", "n_red"]
-    lines: list[str] = []
-    writers = []
-    if split:
-        partial = BodyWriter(graph, group, spec, config, "partial")
-        lines += _kernel(f"{ident}_partial_kernel", graph, group, partial, partial.body_partial(),
-                         [*sizes, "n_q", "per_split"], "BLOCK_N")
-        workspace = partial.workspace()
-        combine = BodyWriter(graph, group, spec, config, "combine")
-        lines += ["", ""] + _kernel(f"{ident}_kernel", graph, group, combine, combine.body_combine(),
-                                    [*sizes, "n_q", "n_split", "per_split"], "BLOCK_S", workspace=workspace)
-        writers = [partial, combine]
-    else:
-        whole = BodyWriter(graph, group, spec, config)
-        lines += _kernel(f"{ident}_kernel", graph, group, whole, whole.body(), sizes, "BLOCK_N")
-        writers = [whole]
-
+    sizes = _sizes(layout)
+    workspace = writers[0].workspace() if split else []
     primary = next(v for v in group.inputs
                    if tuple(graph.info(v).shape) == layout.shape and FULL in spec.uses(v))
     ops = ", ".join(dict.fromkeys(graph.node(n).op for n in group.nodes if graph.node(n).op != "getitem"))
     strategy = {"single": "whole rows in registers", "loop": "rows walked in chunks, one loop per pass",
                 "split": "each row split into shares reduced by separate programs, then merged"}
-    lines += ["", "", f"def {ident}({', '.join(group.inputs)}):",
-              f'    """{ops}: {_describe(layout)}; {strategy[config["strategy"]]}."""']
+    lines = [f"def {ident}({', '.join(group.inputs)}):",
+             f'    """{ops}: {_describe(layout)}; {strategy[config["strategy"]]}."""']
     for v in group.inputs:
         classes = {full_class(layout, graph.info(v).shape) if u == FULL else
                    vec_class(layout, graph.info(v).shape) if u == VEC else "channel" for u in spec.uses(v)}
@@ -105,9 +121,7 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
         lines.append(f"    {ident}_kernel[grid]({', '.join(args)}, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, "
                      f"{index64}, num_warps={config['num_warps']})")
     lines.append(f"    return ({outs},)")
-    return Rendered(source="\n".join(lines), launcher=ident,
-                    notes=(f"{NAME}: {_describe(layout)}, {config['strategy']}",))
-
+    return lines
 
 
 def _kernel(name: str, graph: ProblemGraph, group: Group, writer: BodyWriter, body: list[str], sizes: list[str],
