@@ -218,28 +218,7 @@ def render_init(plan: PackagePlan) -> str:
             "",
         ]
     if plan.differentiable:
-        grads = [f"grad_{i}" for i in range(len(plan.outputs["items"]))]
-        grad_params = [f"{g}: Optional[torch.Tensor]" for g in grads]
-        tensor_list = f"[{call_args}]"
-        lines += [
-            "",
-            "# The backward: the chosen variant's generated kernels where it has them, else torch.func.vjp of the",
-            "# reference (variants.json says which variant has which).",
-            f'@torch.library.custom_op("{ns}::{op}_backward", mutates_args=())',
-            *_def(f"{op}_backward", [*grad_params, *params, "needs: list[bool]"], "list[torch.Tensor]"),
-            '    """Gradients of the arguments marked in ``needs`` (the variant\'s backward, or the reference\'s)."""',
-            f"    return _runtime.backward([{', '.join(grads)}], {tensor_list}, needs)",
-            "",
-            "",
-            f"@{op}_backward.register_fake",
-            f"def _({', '.join(grads)}, {call_args}, needs):",
-            f"    return _runtime.backward_fake({tensor_list}, needs)",
-            "",
-            "",
-            f"{op}.register_autograd(_runtime.backward_function(torch.ops.{ns}.{op}_backward),",
-            f"{' ' * (len(op) + 19)}setup_context=_runtime.setup_context)",
-            "",
-        ]
+        lines += _backward_registration(plan, params, call_args)
     forward_params = ", ".join(f"{i['name']}: {_TYPES[i['kind']]}" for i in plan.inputs)
     op_args = ", ".join([i["name"] for i in plan.inputs] + [_state_expr(s["key"]) for s in plan.state])
     lines += [
@@ -286,6 +265,33 @@ def render_init(plan: PackagePlan) -> str:
     return "\n".join(lines)
 
 
+def _backward_registration(plan: PackagePlan, params: list[str], call_args: str) -> list[str]:
+    """The ``__init__.py`` lines that register the op's backward as an op of its own and as its autograd."""
+    ns, op = plan.namespace, plan.op
+    grads = [f"grad_{i}" for i in range(len(plan.outputs["items"]))]
+    grad_params = [f"{g}: Optional[torch.Tensor]" for g in grads]
+    tensor_list = f"[{call_args}]"
+    return [
+        "",
+        "# The backward: the chosen variant's generated kernels where it has them, else torch.func.vjp of the",
+        "# reference (variants.json says which variant has which).",
+        f'@torch.library.custom_op("{ns}::{op}_backward", mutates_args=())',
+        *_def(f"{op}_backward", [*grad_params, *params, "needs: list[bool]"], "list[torch.Tensor]"),
+        '    """Gradients of the arguments marked in ``needs`` (the variant\'s backward, or the reference\'s)."""',
+        f"    return _runtime.backward([{', '.join(grads)}], {tensor_list}, needs)",
+        "",
+        "",
+        f"@{op}_backward.register_fake",
+        f"def _({', '.join(grads)}, {call_args}, needs):",
+        f"    return _runtime.backward_fake({tensor_list}, needs)",
+        "",
+        "",
+        f"{op}.register_autograd(_runtime.backward_function(torch.ops.{ns}.{op}_backward),",
+        f"{' ' * (len(op) + 19)}setup_context=_runtime.setup_context)",
+        "",
+    ]
+
+
 def _def(name: str, params: list[str], returns: str) -> list[str]:
     """A ``def`` line, its parameters one per line when it would be long."""
     line = f"def {name}({', '.join(params)}) -> {returns}:"
@@ -327,44 +333,10 @@ def render_readme(plan: PackagePlan, data: dict[str, Any]) -> str:
         sig_rows.append(f"| `{name}` | {kind} | {dtype} | {shape or 'scalar'} |")
     out_rows = ", ".join(f"{o['dtype']} {'×'.join(str(d) for d in o['shape']) or 'scalar'}"
                          for o in plan.outputs["items"])
-    variant_rows = ["| variant | arch | runs on | language | precision | verdict | timing | source run |",
-                    "|---|---|---|---|---|---|---|---|"]
-    for v in data["variants"]:
-        verdict = v["verdict"] or {}
-        median = verdict.get("median_ms")
-        timing = f"{median:.4f} ms" if isinstance(median, (int, float)) else "not timed"
-        speedup = (verdict.get("speedups") or {}).get("vs_eager")
-        if isinstance(speedup, (int, float)):
-            timing += f", {speedup:.2f}x eager"
-        where = v["source"]["device_name"] or v["source"]["device"]
-        sizes = verdict.get("size_overrides") or {}
-        checked_at = f" (checked at {', '.join(f'{k} = {n}' for k, n in sizes.items())})" if sizes else ""
-        variant_rows.append(f"| `{v['id']}` | {v['arch']} | {v['runs_on']} | {v['language']} | "
-                            f"{PRECISION_LABELS[v['precision']]} | {verdict.get('status')}: "
-                            f"{verdict.get('message') or ''}{checked_at} | {timing} | `{v['source']['run']}` "
-                            f"({where}) |")
-    variant_rows.append("| `reference` | any | everything else, and CPU tensors | PyTorch | as PyTorch | — | — | "
-                        "`_reference.py` |")
+    variant_rows = _variant_rows(data)
     traces = [f"- `{v['id']}`: {(v.get('trace') or {}).get('message', 'not traced')}" for v in data["variants"]]
     compile_text = _compile_text(plan)
-    generated = [r.id for r in plan.runs if r.backward]
-    how = (f"**Generated backward kernels** for variant(s) {', '.join(f'`{g}`' for g in generated)}: the run's "
-           "`optimize --backward` wrote the backward as a problem of its own (the reference differentiated with "
-           "`torch.func.vjp`, traced into aten operators), the template library wrote its kernels and the verifier "
-           "proved them against float64 (`_variants/<variant>_backward.py`, verdicts in `variants.json`). Where the "
-           "chosen variant has none, or on the reference path, the gradient is `torch.func.vjp` of the reference."
-           if generated else
-           "**The backward recomputes through the reference**: no variant's run has a generated backward "
-           "(`kernelwright optimize --backward` writes one), so the gradient is `torch.func.vjp` of the "
-           "reference's functional form at the saved inputs and parameters (one extra reference forward, then its "
-           "backward, in PyTorch).")
-    backward_text = (
-        f"The op is differentiable (`torch.library.register_autograd`). {how} The backward is its own op, "
-        f"`torch.ops.{ns}.{op}_backward`, with a fake implementation, so `torch.compile` keeps a whole graph "
-        "through training steps too. Higher-order gradients (grad of grad) are not supported."
-        if plan.differentiable else
-        "No backward is registered: the reference is not differentiable (no floating-point output, or no "
-        "floating-point input or parameter).")
+    backward_text = _backward_text(plan)
     state_call = ", ".join(f"m.{s['key']}" if all(is_identifier(p) for p in s["key"].split(".")) else
                            f"m.state_dict()['{s['key']}']" for s in plan.state)
     inputs_call = ", ".join(i["name"] for i in plan.inputs)
@@ -458,6 +430,53 @@ def render_readme(plan: PackagePlan, data: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _variant_rows(data: dict[str, Any]) -> list[str]:
+    """The README's table of variants: where each runs, its verdict and timing, the run it came from."""
+    variant_rows = ["| variant | arch | runs on | language | precision | verdict | timing | source run |",
+                    "|---|---|---|---|---|---|---|---|"]
+    for v in data["variants"]:
+        verdict = v["verdict"] or {}
+        median = verdict.get("median_ms")
+        timing = f"{median:.4f} ms" if isinstance(median, (int, float)) else "not timed"
+        speedup = (verdict.get("speedups") or {}).get("vs_eager")
+        if isinstance(speedup, (int, float)):
+            timing += f", {speedup:.2f}x eager"
+        where = v["source"]["device_name"] or v["source"]["device"]
+        sizes = verdict.get("size_overrides") or {}
+        checked_at = f" (checked at {', '.join(f'{k} = {n}' for k, n in sizes.items())})" if sizes else ""
+        variant_rows.append(f"| `{v['id']}` | {v['arch']} | {v['runs_on']} | {v['language']} | "
+                            f"{PRECISION_LABELS[v['precision']]} | {verdict.get('status')}: "
+                            f"{verdict.get('message') or ''}{checked_at} | {timing} | `{v['source']['run']}` "
+                            f"({where}) |")
+    variant_rows.append("| `reference` | any | everything else, and CPU tensors | PyTorch | as PyTorch | — | — | "
+                        "`_reference.py` |")
+    return variant_rows
+
+
+def _backward_text(plan: PackagePlan) -> str:
+    """The README's paragraph on the backward: generated kernels, the reference's vjp, or none."""
+    ns, op = plan.namespace, plan.op
+    generated = [r.id for r in plan.runs if r.backward]
+    how = (f"**Generated backward kernels** for variant(s) {', '.join(f'`{g}`' for g in generated)}: the run's "
+           "`optimize --backward` wrote the backward as a problem of its own (the reference differentiated with "
+           "`torch.func.vjp`, traced into aten operators), the template library wrote its kernels and the verifier "
+           "proved them against float64 (`_variants/<variant>_backward.py`, verdicts in `variants.json`). Where the "
+           "chosen variant has none, or on the reference path, the gradient is `torch.func.vjp` of the reference."
+           if generated else
+           "**The backward recomputes through the reference**: no variant's run has a generated backward "
+           "(`kernelwright optimize --backward` writes one), so the gradient is `torch.func.vjp` of the "
+           "reference's functional form at the saved inputs and parameters (one extra reference forward, then its "
+           "backward, in PyTorch).")
+    backward_text = (
+        f"The op is differentiable (`torch.library.register_autograd`). {how} The backward is its own op, "
+        f"`torch.ops.{ns}.{op}_backward`, with a fake implementation, so `torch.compile` keeps a whole graph "
+        "through training steps too. Higher-order gradients (grad of grad) are not supported."
+        if plan.differentiable else
+        "No backward is registered: the reference is not differentiable (no floating-point output, or no "
+        "floating-point input or parameter).")
+    return backward_text
 
 
 def _init_call(plan: PackagePlan) -> str:

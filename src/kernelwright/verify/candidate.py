@@ -124,141 +124,192 @@ def _raise_job_outcome(exc: BaseException) -> None:
 
 def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
     runtime.quiet_warnings()
-    import torch
+    job = _CandidateJob(spec, channel)  # the clock, monitor and recorder in place before any candidate code
+    job.construct()
+    for trial in job.plan:
+        job.run_trial(trial)
+    if job.recorder.autotune_configs:
+        channel.send("note", code="autotune-interpreted",
+                     message="autotuned kernels ran one config per trial under the interpreter: " + "; ".join(
+                         f"{name} configs {sorted(idx)}" for name, idx in job.recorder.autotune_configs.items()))
+    job.time()
+    # -- instruction evidence -----------------------------------------------------------------------------------
+    # Every check is done: a compiler crash from here on (an LLVM abort) is the instruction summary's, not the
+    # candidate's.
+    channel.send("phase", name="instructions")
+    _emit_cubins(channel, job.recorder, job.out_dir, job.device, spec.get("inspect_archs") or [])
 
-    from kernelwright.problem.files import import_from_path
-    from kernelwright.verify import launches, poison, tensors, trials
-    from kernelwright.verify.integrity import IntegrityMonitor
-    from kernelwright.verify.timing import Clock, measure, side_stream_suspected
 
-    device = runtime.device_of(spec["device"])
-    runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
-    shared, out_dir = Path(spec["shared_dir"]), Path(spec["out_dir"])
+class _CandidateJob:
+    """The candidate job's state, phase by phase: set-up, construction, each correctness trial, timing."""
 
-    # -- before any candidate code: clock, monitor, recorder ----------------------------------------------------
-    clock = Clock.capture() if device.type == "cuda" else None
+    def __init__(self, spec: dict[str, Any], channel: Channel) -> None:
+        import torch
 
-    def report(**finding: Any) -> None:
-        channel.send("finding", **finding)
+        from kernelwright.problem.files import import_from_path
+        from kernelwright.verify import launches, poison, tensors, trials
+        from kernelwright.verify.integrity import IntegrityMonitor
+        from kernelwright.verify.timing import Clock, measure, side_stream_suspected
 
-    monitor = IntegrityMonitor(report, candidate_path=spec["candidate"], watch_paths=spec.get("watch_paths", ()))
-    monitor.install_audit_hook()
-    recorder = launches.LaunchRecorder()
-    recorder.install()
-    if runtime.interpreter_active():
-        launches.install_interpreter_bf16_dot_fix()
-        launches.install_interpreter_autotune(recorder)
-    if device.type != "cuda":
-        _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"), out_dir)
-    else:
-        launches.install_extension_recorder(recorder)
-    l2_limit_before = _persisting_l2_limit() if device.type == "cuda" else None
-    init_inputs = tensors.load(shared / "init.pt")
-    state = torch.load(shared / "state.pt", map_location="cpu", weights_only=True)
-    channel.send("device", facts=runtime.device_facts(device))
+        # Every module and function the phases use is bound here, before the candidate is imported: a candidate
+        # that swaps a module in sys.modules afterwards does not reach the harness's own references.
+        self.torch, self.launches, self.poison, self.tensors, self.trials = torch, launches, poison, tensors, trials
+        self.import_from_path, self.measure, self.side_stream_suspected = (import_from_path, measure,
+                                                                             side_stream_suspected)
 
-    # -- import and construct -----------------------------------------------------------------------------------
-    try:
-        module = import_from_path(spec["candidate"], CANDIDATE_MODULE)
-    except JobFailure:
-        raise
-    except NotRunnableHere:
-        raise _not_runnable_here() from None
-    except BaseException as exc:
-        if isinstance(exc, SystemExit):
-            raise
-        raise _failure("importing the candidate", exc) from exc
-    monitor.check_identities("after import")
-    model_cls = getattr(module, "ModelNew", None)
-    if not isinstance(model_cls, type):
-        raise JobFailure("compile_error", "missing-modelnew",
-                         "the candidate defines no class ModelNew; a KernelBench solution must define "
-                         "class ModelNew(nn.Module) taking the problem's constructor arguments")
-    torch.manual_seed(int(spec["init_seed"]))
-    try:
-        model = model_cls(*init_inputs)
-    except BaseException as exc:
-        _raise_job_outcome(exc)
-        raise _failure(f"ModelNew(*get_init_inputs()) with {len(init_inputs)} argument(s)", exc) from exc
-    if isinstance(model, torch.nn.Module):
-        model = model.to(device)
-        own = model.state_dict()
-        if own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
-            model.load_state_dict(state)
-            channel.send("weights", source="copied from the reference's state_dict")
+        self.spec, self.channel = spec, channel
+        device = self.device = runtime.device_of(spec["device"])
+        runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
+        self.shared, self.out_dir = Path(spec["shared_dir"]), Path(spec["out_dir"])
+
+        # -- before any candidate code: clock, monitor, recorder ------------------------------------------------
+        self.clock = Clock.capture() if device.type == "cuda" else None
+
+        def report(**finding: Any) -> None:
+            channel.send("finding", **finding)
+
+        monitor = self.monitor = IntegrityMonitor(report, candidate_path=spec["candidate"],
+                                                  watch_paths=spec.get("watch_paths", ()))
+        monitor.install_audit_hook()
+        recorder = self.recorder = launches.LaunchRecorder()
+        recorder.install()
+        if runtime.interpreter_active():
+            launches.install_interpreter_bf16_dot_fix()
+            launches.install_interpreter_autotune(recorder)
+        if device.type != "cuda":
+            _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"), self.out_dir)
         else:
-            channel.send("weights", source="the candidate's own initialisation under the reference's seed")
-    monitor.check_identities("after construction")
+            launches.install_extension_recorder(recorder)
+        self.l2_limit_before = _persisting_l2_limit() if device.type == "cuda" else None
+        self.init_inputs = tensors.load(self.shared / "init.pt")
+        self.state = torch.load(self.shared / "state.pt", map_location="cpu", weights_only=True)
+        channel.send("device", facts=runtime.device_facts(device))
 
-    # -- correctness trials -------------------------------------------------------------------------------------
-    plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
-    expected_bytes = int(spec.get("expected_output_bytes", 0))
-    buffers: dict[int, list[Any]] = {}
-    profile_index = spec.get("profile_trial")
-    kernels_seen: list[launches.KernelRecord] = []
-    profiling = device.type == "cuda"
-    # Triton kernels the candidate's file defines count as its own by exact name even when launched by a path the
-    # recorder does not see (Inductor's launcher inside a torch.compile'd forward).
-    declared_triton = set(spec.get("triton_kernels", []))
+        self.plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
+        self.expected_bytes = int(spec.get("expected_output_bytes", 0))
+        self.buffers: dict[int, list[Any]] = {}
+        self.profile_index = spec.get("profile_trial")
+        self.profiling = device.type == "cuda"
+        # Triton kernels the candidate's file defines count as its own by exact name even when launched by a path
+        # the recorder does not see (Inductor's launcher inside a torch.compile'd forward).
+        self.declared_triton = set(spec.get("triton_kernels", []))
+        self.model: Any = None
 
-    def classify(found: list[tuple[str, float, int]]) -> list[launches.KernelRecord]:
-        return launches.classify_device_kernels(found, recorder.launched | declared_triton,
-                                                recorder.cuda_functions, recorder.cuda_namespaces)
+    # -- import and construct ---------------------------------------------------------------------------------------
+    def construct(self) -> None:
+        torch, import_from_path = self.torch, self.import_from_path
+        spec, channel, monitor, device = self.spec, self.channel, self.monitor, self.device
+        init_inputs, state = self.init_inputs, self.state
+        try:
+            module = import_from_path(spec["candidate"], CANDIDATE_MODULE)
+        except JobFailure:
+            raise
+        except NotRunnableHere:
+            raise _not_runnable_here() from None
+        except BaseException as exc:
+            if isinstance(exc, SystemExit):
+                raise
+            raise _failure("importing the candidate", exc) from exc
+        monitor.check_identities("after import")
+        model_cls = getattr(module, "ModelNew", None)
+        if not isinstance(model_cls, type):
+            raise JobFailure("compile_error", "missing-modelnew",
+                             "the candidate defines no class ModelNew; a KernelBench solution must define "
+                             "class ModelNew(nn.Module) taking the problem's constructor arguments")
+        torch.manual_seed(int(spec["init_seed"]))
+        try:
+            model = model_cls(*init_inputs)
+        except BaseException as exc:
+            _raise_job_outcome(exc)
+            raise _failure(f"ModelNew(*get_init_inputs()) with {len(init_inputs)} argument(s)", exc) from exc
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device)
+            own = model.state_dict()
+            if own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
+                model.load_state_dict(state)
+                channel.send("weights", source="copied from the reference's state_dict")
+            else:
+                channel.send("weights", source="the candidate's own initialisation under the reference's seed")
+        monitor.check_identities("after construction")
+        self.model = model
 
-    def call(inputs: list[Any]) -> Any:
-        with torch.no_grad():
-            return model(*inputs)
+    def classify(self, found: list[tuple[str, float, int]]) -> list[Any]:
+        return self.launches.classify_device_kernels(found, self.recorder.launched | self.declared_triton,
+                                                self.recorder.cuda_functions, self.recorder.cuda_namespaces)
 
-    for trial in plan:
-        channel.send("trial_start", index=trial.index, kind=trial.kind)
+    def call(self, inputs: list[Any]) -> Any:
+        with self.torch.no_grad():
+            return self.model(*inputs)
+
+    # -- one correctness trial --------------------------------------------------------------------------------------
+    def _inputs(self, trial: Any) -> list[Any]:
+        torch, tensors, trials = self.torch, self.tensors, self.trials
+
         source_index = trial.source if trial.kind == trials.REPOISON else trial.index
-        cpu_inputs = tensors.load(shared / f"inputs-{source_index}.pt")
+        cpu_inputs = tensors.load(self.shared / f"inputs-{source_index}.pt")
         if trial.kind == trials.REWRITE:
-            dev = buffers[trial.source]
+            dev = self.buffers[trial.source]
             for buf, value in zip(dev, cpu_inputs):
                 if isinstance(buf, torch.Tensor):
                     # Through .data: the storage changes but the tensor's version counter does not, so a cache
                     # keyed by (data_ptr, _version) is caught too.
                     buf.data.copy_(value)
         else:
-            dev = tensors.to_device(cpu_inputs, device)
+            dev = tensors.to_device(cpu_inputs, self.device)
         # Every trial's buffers stay alive until the trials end: each trial's inputs are at new addresses.
-        buffers[trial.index] = dev
-        dev_tensors = [v for v in dev if isinstance(v, torch.Tensor)]
-        before = [tensors.digest(v) for v in dev_tensors]
-        poison.poison(device, trial.poison, min_free_bytes=2 * expected_bytes + (64 << 20))
-        recorder.reset_counts()
-        recorder.trial_index = trial.index
-        aten = launches.AtenRecorder(recorder) if device.type == "cpu" and trial.index == profile_index else None
+        self.buffers[trial.index] = dev
+        return dev
+
+    def _forward(self, trial: Any, dev: list[Any],
+                 aten: Any) -> tuple[Any, list[tuple[str, float, int]] | None]:
+        launches, poison = self.launches, self.poison
+
+        channel, device = self.channel, self.device
         events: list[tuple[str, float, int]] | None = None
-        started = time.perf_counter()
         try:
             with poison.fill_uninitialized(trial.poison):
                 if aten is not None:
                     with aten:
-                        result = call(dev)
-                elif profiling:
+                        result = self.call(dev)
+                elif self.profiling:
                     # On a GPU every checked call runs under the profiler: which kernels ran is device evidence,
                     # call by call (a candidate cannot behave on the one call that is listed).
                     held: dict[str, Any] = {}
                     try:
                         events = launches.profile_cuda_kernels(
-                            lambda dev=dev, held=held: held.__setitem__("r", call(dev)))
+                            lambda dev=dev, held=held: held.__setitem__("r", self.call(dev)))
                         result = held["r"]
                     except Exception as exc:
                         if "r" in held or not _profiler_failure(exc):
                             raise
-                        profiling = False
+                        self.profiling = False
                         channel.send("note", code="profiler-unavailable",
                                      message=f"the torch profiler could not list kernels: {type(exc).__name__}: "
                                              f"{exc}")
-                        result = call(dev)
+                        result = self.call(dev)
                 else:
-                    result = call(dev)
+                    result = self.call(dev)
             runtime.synchronize(device)
         except BaseException as exc:
             _raise_job_outcome(exc)
             raise _failure(f"forward (trial {trial.index}, {trial.kind})", exc) from exc
+        return result, events
+
+    def run_trial(self, trial: Any) -> None:
+        torch, launches, poison, tensors = self.torch, self.launches, self.poison, self.tensors
+
+        channel, device, recorder, monitor = self.channel, self.device, self.recorder, self.monitor
+        channel.send("trial_start", index=trial.index, kind=trial.kind)
+        dev = self._inputs(trial)
+        dev_tensors = [v for v in dev if isinstance(v, torch.Tensor)]
+        before = [tensors.digest(v) for v in dev_tensors]
+        poison.poison(device, trial.poison, min_free_bytes=2 * self.expected_bytes + (64 << 20))
+        recorder.reset_counts()
+        recorder.trial_index = trial.index
+        profiled = trial.index == self.profile_index
+        aten = launches.AtenRecorder(recorder) if device.type == "cpu" and profiled else None
+        started = time.perf_counter()
+        result, events = self._forward(trial, dev, aten)
         wall_s = time.perf_counter() - started
         own_calls = recorder.own_calls()  # before the profiled call below launches more
         monitor.check_identities(f"after forward in trial {trial.index}")
@@ -269,7 +320,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
         tensor_outputs = [o for o in outputs if isinstance(o, torch.Tensor)]
         # A copy, also on the CPU (where .cpu() would return the same storage and no late write could show).
         first_copy = [o.detach().to("cpu", copy=True) for o in tensor_outputs]
-        tensors.save(first_copy, out_dir / f"out-{trial.index}.pt")
+        tensors.save(first_copy, self.out_dir / f"out-{trial.index}.pt")
         after = [tensors.digest(v) for v in dev_tensors]
         mutated = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
         aliased = sorted({j for j, o in enumerate(tensor_outputs) for v in dev_tensors if tensors.overlaps(o, v)})
@@ -279,8 +330,8 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
                 if tensors.digest(o) != tensors.digest(first_copy[j])]
         monitor.check_background(f"trial {trial.index}, {LATE_WRITE_WAIT_S * 1e3:.0f} ms after forward")
 
-        trial_kernels = classify(events) if events is not None else None
-        if trial.index == profile_index:
+        trial_kernels = self.classify(events) if events is not None else None
+        if profiled:
             if device.type == "cuda":
                 kernels_seen = trial_kernels if trial_kernels is not None else launches.cpu_kernel_records(
                     recorder, launches.Counter())
@@ -308,18 +359,20 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
             wall_s=wall_s,
         )
 
-    if recorder.autotune_configs:
-        channel.send("note", code="autotune-interpreted",
-                     message="autotuned kernels ran one config per trial under the interpreter: " + "; ".join(
-                         f"{name} configs {sorted(idx)}" for name, idx in recorder.autotune_configs.items()))
-
     # -- timing (GPU) -------------------------------------------------------------------------------------------
-    timing = spec.get("timing") or {}
-    if device.type == "cuda" and timing.get("enabled") and clock is not None:
+    def time(self) -> None:
+        torch, tensors, trials = self.torch, self.tensors, self.trials
+        measure, side_stream_suspected = self.measure, self.side_stream_suspected
+
+        timing = self.spec.get("timing") or {}
+        channel, device, recorder, monitor, clock = (self.channel, self.device, self.recorder, self.monitor,
+                                                     self.clock)
+        if not (device.type == "cuda" and timing.get("enabled") and clock is not None):
+            return
         channel.send("phase", name="timing")
         # Fresh device copies of the first random trials' inputs (trial 0's own buffers were rewritten in place).
-        timed_trials = [t.index for t in plan if t.kind == trials.RANDOM][: int(timing.get("n_sets", 4))]
-        sets = [tensors.to_device(tensors.load(shared / f"inputs-{i}.pt"), device) for i in timed_trials]
+        timed_trials = [t.index for t in self.plan if t.kind == trials.RANDOM][: int(timing.get("n_sets", 4))]
+        sets = [tensors.to_device(tensors.load(self.shared / f"inputs-{i}.pt"), device) for i in timed_trials]
         _check_access_policy(channel)
         reset = persisting_l2_reset()
         if reset is not None:
@@ -331,7 +384,7 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
 
         def timed_call(i: int) -> Any:
             before = recorder.own_calls()
-            result = call(sets[i])
+            result = self.call(sets[i])
             without_own[0] += recorder.own_calls() == before
             without_own[1] += 1
             return result
@@ -350,18 +403,12 @@ def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
         monitor.check_background("after timing")
         for set_index, value in last.items():
             outs = [o for o in tensors.flatten_outputs(value) if isinstance(o, torch.Tensor)]
-            tensors.save(outs, out_dir / f"timed-{timed_trials[set_index]}.pt")
+            tensors.save(outs, self.out_dir / f"timed-{timed_trials[set_index]}.pt")
         channel.send("timing", measurement=m.to_json(), side_stream=side_stream_suspected(m),
                      timed_trials=[timed_trials[i] for i in sorted(last)],
                      calls_without_own_kernel=without_own[0], timed_calls=without_own[1])
-        _check_persisting_l2(channel, l2_limit_before)
+        _check_persisting_l2(channel, self.l2_limit_before)
         _check_access_policy(channel)
-
-    # -- instruction evidence -----------------------------------------------------------------------------------
-    # Every check is done: a compiler crash from here on (an LLVM abort) is the instruction summary's, not the
-    # candidate's.
-    channel.send("phase", name="instructions")
-    _emit_cubins(channel, recorder, out_dir, device, spec.get("inspect_archs") or [])
 
 
 def _profiler_failure(exc: BaseException) -> bool:

@@ -192,11 +192,7 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
     tensors.save(init_inputs, shared / "init.pt")
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, shared / "state.pt")
 
-    model64, fp64_note = None, None
-    try:
-        model64 = copy.deepcopy(model).to(torch.float64)
-    except Exception as exc:
-        fp64_note = f"the model cannot be converted to float64 ({type(exc).__name__}: {exc})"
+    answers = _Answers(model, device)
 
     plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
     base_finite = True
@@ -210,57 +206,13 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
         if not trial.needs_own_reference:
             channel.send("trial", index=trial.index, kind=trial.kind, source=trial.source, skipped=None)
             continue
-        note = ""
-        if trial.kind == trials.SHAPE:
-            if not shape_change:
-                channel.send("trial", index=trial.index, kind=trial.kind,
-                             skipped="no size global can change without changing the model's constructor")
-                continue
-            saved = {name: getattr(module, name) for name in shape_change}
-            for name, value in shape_change.items():
-                setattr(module, name, value)
-            try:
-                inputs = make_inputs(module, trial.seed)
-            finally:
-                for name, value in saved.items():
-                    setattr(module, name, value)
-            note = ", ".join(f"{n} {saved[n]}->{v}" for n, v in shape_change.items())
-        else:
-            inputs = make_inputs(module, trial.seed)
-
-        attempts = 1 if trial.kind not in (trials.SCALED, trials.HEAVY_TAILED) else len(SCALE_FACTORS)
-        native = ref64 = None
-        skipped = None
-        for level in range(attempts):
-            trial_inputs = inputs
-            if trial.kind in (trials.SCALED, trials.HEAVY_TAILED):
-                if not base_finite:
-                    skipped = "the reference is not finite on the ordinary inputs"
-                    break
-                trial_inputs, note = _transform(inputs, trial.kind, trial.seed, level)
-            try:
-                native = _run(model, trial_inputs, device)
-            except JobFailure:
-                raise
-            except Exception as exc:
-                if trial.kind == trials.RANDOM and trial.index == 0:
-                    raise _problem_failure("the problem's Model.forward", exc) from exc
-                skipped = f"the reference fails on these inputs ({type(exc).__name__})"
-                break
-            if model64 is not None:
-                try:
-                    ref64 = _run(model64, _to64(trial_inputs), device)
-                except Exception as exc:
-                    model64, ref64 = None, None
-                    fp64_note = f"the model does not run in float64 ({type(exc).__name__}: {str(exc)[:160]})"
-            if trial.kind in (trials.SCALED, trials.HEAVY_TAILED) and not (
-                _all_finite(native) and _all_finite(ref64)
-            ):
-                skipped = "the reference overflows on transformed inputs"
-                continue
-            skipped = None
-            inputs = trial_inputs
-            break
+        if trial.kind == trials.SHAPE and not shape_change:
+            channel.send("trial", index=trial.index, kind=trial.kind,
+                         skipped="no size global can change without changing the model's constructor")
+            continue
+        inputs, note = _inputs_for(module, trial, shape_change)
+        answer = answers.run(trial, inputs, note, base_finite)
+        native, ref64, inputs, note, skipped = answer
         if skipped or native is None:
             channel.send("trial", index=trial.index, kind=trial.kind, skipped=skipped or "no reference")
             continue
@@ -291,8 +243,8 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
             n_tensor_inputs=len(device_inputs),
         )
 
-    if fp64_note:
-        channel.send("note", code="no-fp64-reference", message=fp64_note)
+    if answers.fp64_note:
+        channel.send("note", code="no-fp64-reference", message=answers.fp64_note)
 
     if spec.get("count_work", True) and first_inputs is not None and first_outputs is not None:
         ignored = _ignored_inputs(model, first_inputs, first_outputs, device)
@@ -313,6 +265,74 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
         mutated = any(isinstance(v, torch.Tensor) and not torch.equal(v.cpu(), w)
                       for v, w in zip(dev_inputs, first_inputs) if isinstance(w, torch.Tensor))
         channel.send("semantics", outputs_alias_inputs=aliased, mutates_inputs=bool(mutated))
+
+
+def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, int]) -> tuple[list[Any], str]:
+    """A trial's inputs (at the second shape for the shape trial) and the note that says how they were made."""
+    if trial.kind != trials.SHAPE:
+        return make_inputs(module, trial.seed), ""
+    saved = {name: getattr(module, name) for name in shape_change}
+    for name, value in shape_change.items():
+        setattr(module, name, value)
+    try:
+        inputs = make_inputs(module, trial.seed)
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+    return inputs, ", ".join(f"{n} {saved[n]}->{v}" for n, v in shape_change.items())
+
+
+class _Answers:
+    """The reference's answers for a trial: PyTorch's own (native precision) and float64's, while the model can
+    be run in float64 at all (the first failure says why not, once)."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device) -> None:
+        self.model, self.device = model, device
+        self.model64: torch.nn.Module | None = None
+        self.fp64_note: str | None = None
+        try:
+            self.model64 = copy.deepcopy(model).to(torch.float64)
+        except Exception as exc:
+            self.fp64_note = f"the model cannot be converted to float64 ({type(exc).__name__}: {exc})"
+
+    def run(self, trial: trials.TrialSpec, inputs: list[Any], note: str,
+            base_finite: bool) -> tuple[Any, Any, list[Any], str, str | None]:
+        """(native, float64 or None, the inputs used, the note, why the trial is skipped or None). A scaled or
+        heavy-tailed trial tries milder transforms until the reference stays finite."""
+        attempts = 1 if trial.kind not in (trials.SCALED, trials.HEAVY_TAILED) else len(SCALE_FACTORS)
+        native = ref64 = None
+        skipped = None
+        for level in range(attempts):
+            trial_inputs = inputs
+            if trial.kind in (trials.SCALED, trials.HEAVY_TAILED):
+                if not base_finite:
+                    skipped = "the reference is not finite on the ordinary inputs"
+                    break
+                trial_inputs, note = _transform(inputs, trial.kind, trial.seed, level)
+            try:
+                native = _run(self.model, trial_inputs, self.device)
+            except JobFailure:
+                raise
+            except Exception as exc:
+                if trial.kind == trials.RANDOM and trial.index == 0:
+                    raise _problem_failure("the problem's Model.forward", exc) from exc
+                skipped = f"the reference fails on these inputs ({type(exc).__name__})"
+                break
+            if self.model64 is not None:
+                try:
+                    ref64 = _run(self.model64, _to64(trial_inputs), self.device)
+                except Exception as exc:
+                    self.model64, ref64 = None, None
+                    self.fp64_note = f"the model does not run in float64 ({type(exc).__name__}: {str(exc)[:160]})"
+            if trial.kind in (trials.SCALED, trials.HEAVY_TAILED) and not (
+                _all_finite(native) and _all_finite(ref64)
+            ):
+                skipped = "the reference overflows on transformed inputs"
+                continue
+            skipped = None
+            inputs = trial_inputs
+            break
+        return native, ref64, inputs, note, skipped
 
 
 def _report_reference_kernels(model: torch.nn.Module, inputs: list[Any], device: torch.device,
