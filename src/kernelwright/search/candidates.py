@@ -54,7 +54,7 @@ def template_builder(problem: str | Path, directory: Path, *, arch: str, policy:
     graph = capture(problem)
     family_list = list(families) if families is not None else load_families()
     by_name = {f.name: f for f in family_list}
-    the_plan = plan(graph, family_list)
+    the_plan = plan(graph, family_list, arch=arch)
     if not the_plan.groups:
         ops = sorted({graph.node(n).op for n in the_plan.uncovered}) or ["(none)"]
         raise UnsupportedProblem(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
@@ -67,7 +67,8 @@ def _title(problem: Path) -> str:
     return f"kernelwright candidate for {problem.name}"
 
 
-def same_candidate_at(problem: str | Path, candidate: Candidate, size_overrides: Mapping[str, int]) -> bool:
+def same_candidate_at(problem: str | Path, candidate: Candidate, size_overrides: Mapping[str, int], *,
+                      arch: str | None = None) -> bool:
     """Whether the templates write exactly ``candidate``'s file for the problem at ``size_overrides`` (same groups,
     same configurations): then nothing in it depends on those sizes, and proving it there proves the file."""
     from kernelwright.generate.emit import emit
@@ -77,7 +78,7 @@ def same_candidate_at(problem: str | Path, candidate: Candidate, size_overrides:
     try:
         graph = capture(problem, size_overrides=size_overrides)
         families = {f.name: f for f in load_families()}
-        the_plan = plan(graph, list(families.values()))
+        the_plan = plan(graph, list(families.values()), arch=arch)
         if len(the_plan.groups) != len(candidate.configs):
             return False
         source = emit(the_plan, families, candidate.configs, title=_title(graph.problem.path))

@@ -70,7 +70,8 @@ class CpuEvaluator:
             heavy = False
         if heavy:
             broad = reduced_sizes(problem, max_elements=self.max_elements, constructor=True)
-            if broad and broad != overrides and same_candidate_at(self.problem, candidate, broad):
+            if broad and broad != overrides and same_candidate_at(self.problem, candidate, broad,
+                                                                   arch=self.arch):
                 log.info("checking at reduced weights too: %s", broad)
                 return broad
         return overrides
