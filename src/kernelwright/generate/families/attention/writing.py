@@ -100,6 +100,7 @@ def _kernel(ident: str, group: Group, *, q_cast: str) -> list[str]:
     if d["causal"]:
         order = ["# the longest causal rows first, across all heads: fewer idle SMs at the end (a lead, not "
                  "measured)",
+                 "n_zh = tl.num_programs(0) // n_m_blocks",
                  "start_m = n_m_blocks - 1 - pid // n_zh",
                  "off_zh = pid % n_zh"]
         bounds = ["# Causal: key blocks below the tile's first row are seen whole by every row; the keys from there "
@@ -127,7 +128,6 @@ def _kernel(ident: str, group: Group, *, q_cast: str) -> list[str]:
     body = [
         '"""One program per (batch * head, BLOCK_M query rows): FlashAttention-2\'s forward pass."""',
         "n_m_blocks = tl.cdiv(seq_q, BLOCK_M)",
-        "n_zh = tl.num_programs(0) // n_m_blocks",
         "pid = tl.program_id(0)",
         *order,
         "off_z = off_zh // n_heads",
