@@ -87,7 +87,7 @@ def test_a_cpu_job_gets_the_memory_limit(monkeypatch: pytest.MonkeyPatch, tmp_pa
         "    return [torch.empty(1 << 30, dtype=torch.float32)]\n"  # 4 GiB
         "def get_init_inputs():\n"
         "    return []\n")
-    from kernelwright.problem.probe import probe_problem
+    from kernelwright.verify.probe import probe_problem
 
     result = probe_problem(problem, device="cpu", timeout_s=120)
     assert not result.ok and "memory" in result.message.lower(), result.message

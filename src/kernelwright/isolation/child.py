@@ -19,7 +19,7 @@ JOBS: dict[str, str] = {
     "candidate": "kernelwright.verify.candidate:run_candidate_job",
     "baseline": "kernelwright.verify.baseline:run_baseline_job",
     "tune": "kernelwright.search.worker:run_tune_job",
-    "probe": "kernelwright.problem.probe:run_probe_job",
+    "probe": "kernelwright.verify.probe:run_probe_job",
     "export_probe": "kernelwright.export.probe:run_export_probe_job",
 }
 

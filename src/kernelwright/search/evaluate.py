@@ -37,7 +37,7 @@ class CpuEvaluator:
     timed: bool = False
     max_elements: int = 1 << 18  # inputs larger than this are checked at reduced sizes (the interpreter is slow)
     # The reduced sizes, worked out once (running the problem): given by the caller when the problem must not run
-    # in this process (a generated problem: ``kernelwright.problem.probe`` computes them in the isolated child).
+    # in this process (a generated problem: ``kernelwright.verify.probe`` computes them in the isolated child).
     size_overrides: dict[str, int] | None = None
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:

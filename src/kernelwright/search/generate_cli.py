@@ -107,8 +107,8 @@ def resumed_problem(run_id: int, db_path: Path | None, *, device: str) -> tuple[
     """``--resume RUN``: the problem file the run was for (unchanged), proven to run again in the isolated child
     (which also works out the reduced CPU sizes), and the run's folder."""
     from kernelwright.errors import InputError
-    from kernelwright.problem.probe import probe_problem
     from kernelwright.search.db import RunDB, source_sha256
+    from kernelwright.verify.probe import probe_problem
 
     with RunDB(db_path, create=False) as db:
         row = db.run(run_id)
@@ -126,7 +126,7 @@ def write_problem(request: str, path: Path, *, client, device: str) -> WrittenPr
     """Ask for the problem, prove it runs in the isolated child, feed failures back; the problem or None."""
     from kernelwright.llm.parse import ParseFailure, extract_problem
     from kernelwright.llm.prompting import build_problem_messages
-    from kernelwright.problem.probe import probe_problem
+    from kernelwright.verify.probe import probe_problem
 
     messages = build_problem_messages(request)
     exchange: list[dict] = []
