@@ -69,3 +69,22 @@ def test_off_without_the_variable(monkeypatch) -> None:
         pass
     gpu_lock.release()
     assert gpu_lock.waited_s() == 0.0
+
+
+def test_a_measurement_holds_the_lock_alone_and_gives_it_back(tmp_path: Path, monkeypatch) -> None:
+    """verify.timing.measure runs under the exclusive lock and returns to the job's shared hold afterwards."""
+    from kernelwright.verify import timing
+
+    monkeypatch.setenv(gpu_lock.ENV, str(tmp_path / "gpu.lock"))
+    gpu_lock.hold_shared()
+    seen = []
+
+    @timing._alone_on_device
+    def fake_measure() -> str:
+        seen.append(gpu_lock._get().mode)
+        return "measured"
+
+    assert fake_measure() == "measured"
+    assert seen == [gpu_lock._EXCLUSIVE] and gpu_lock._get().mode == gpu_lock._SHARED
+    assert timing.measure.__wrapped__.__name__ == "measure"  # the real measure is wrapped the same way
+    gpu_lock.release()

@@ -151,19 +151,26 @@ def _measured_baselines(verdict: Any, task: Task) -> dict[str, Any]:
             if name != "candidate" and m and name not in task.reuse_baselines}
 
 
-def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+def _search_inputs(task: Task) -> tuple[Any, Path, Any]:
+    """(the precision policy, the problem's folder, the GPU evaluator with the bench's verify options or None)."""
     from kernelwright.generate.families.base import Policy
-    from kernelwright.hardware.local import target_arch
     from kernelwright.search.evaluate import GpuEvaluator
+
+    settings = task.settings
+    policy = Policy(allow_tf32=settings.allow_tf32, allow_reduced_precision=settings.allow_reduced_precision)
+    evaluator = None
+    if settings.device == "cuda":
+        evaluator = GpuEvaluator(task.problem.path, policy=policy, verify_options=_verify_options(task))
+    return policy, settings.out_dir / task.problem.name, evaluator
+
+
+def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    from kernelwright.hardware.local import target_arch
     from kernelwright.search.optimize import optimize
     from kernelwright.search.progress import Progress
 
     problem, settings = task.problem, task.settings
-    policy = Policy(allow_tf32=settings.allow_tf32, allow_reduced_precision=settings.allow_reduced_precision)
-    out = settings.out_dir / problem.name
-    evaluator = None
-    if settings.device == "cuda":
-        evaluator = GpuEvaluator(problem.path, policy=policy, verify_options=_verify_options(task))
+    policy, out, evaluator = _search_inputs(task)
     result = optimize(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s, device=settings.device,
                       arch=target_arch(settings.device, settings.arch), policy=policy, evaluator=evaluator,
                       progress=Progress(stream=io.StringIO()), db_path=settings.db_path)
@@ -187,16 +194,10 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
 
 
 def _optimize_with_llm(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    from kernelwright.generate.families.base import Policy
-    from kernelwright.search.evaluate import GpuEvaluator
     from kernelwright.search.llm_search import optimize_with_llm
 
     problem, settings = task.problem, task.settings
-    policy = Policy(allow_tf32=settings.allow_tf32, allow_reduced_precision=settings.allow_reduced_precision)
-    out = settings.out_dir / problem.name
-    evaluator = None
-    if settings.device == "cuda":
-        evaluator = GpuEvaluator(problem.path, policy=policy, verify_options=_verify_options(task))
+    policy, out, evaluator = _search_inputs(task)
     result = optimize_with_llm(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s,
                                generator=settings.generator, device=settings.device, arch=settings.arch,
                                policy=policy, db_path=settings.db_path, evaluator=evaluator,

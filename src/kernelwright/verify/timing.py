@@ -17,12 +17,15 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+
+from kernelwright.hardware import gpu_lock
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,18 @@ def l2_flush_bytes(device: torch.device) -> int:
     return max(2 * l2, 256 * 1024 * 1024)  # at least triton.testing.do_bench's 256 MB
 
 
+def _alone_on_device(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` with the GPU lock held exclusively (a no-op without a lock)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with gpu_lock.exclusive():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_alone_on_device
 def measure(
     call: Callable[[int], Any],
     n_sets: int,
@@ -139,27 +154,7 @@ def measure(
     return persisting L2 lines to normal).
 
     When a GPU lock is in use (a parallel bench, hardware/gpu_lock.py) the device is this process's alone from the
-    warm-up to the last timed call."""
-    from kernelwright.hardware import gpu_lock
-
-    with gpu_lock.exclusive():
-        return _measure(call, n_sets, clock, device=device, min_reps=min_reps, max_reps=max_reps,
-                        target_ms=target_ms, warmup_ms=warmup_ms, flush=flush, before_each=before_each)
-
-
-def _measure(
-    call: Callable[[int], Any],
-    n_sets: int,
-    clock: Clock,
-    *,
-    device: torch.device,
-    min_reps: int,
-    max_reps: int,
-    target_ms: float,
-    warmup_ms: float,
-    flush: torch.Tensor | None,
-    before_each: Callable[[], Any] | None,
-) -> tuple[Measurement, dict[int, Any]]:
+    warm-up to the last timed call (:func:`_alone_on_device`)."""
     if flush is None:
         flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
 
