@@ -67,8 +67,9 @@ def test_outside_solutions_are_scored_and_a_rerun_resumes(suite: tuple[Path, Pat
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     problems, solutions = suite
     out, db = tmp_path / "bench", tmp_path / "runs.sqlite"
+    # Two at a time: the worker-process path (on a GPU the jobs would share it through the GPU lock).
     args = ["bench", str(problems), "--solutions", str(solutions), "--out", str(out), "--db", str(db),
-            "--device", "cpu"]
+            "--device", "cpu", "--jobs", "2"]
     assert main(args) == 0
     doc = json.loads((out / "results.json").read_text())
     by_name = {r["name"]: r for r in doc["problems"]}
@@ -134,18 +135,3 @@ def test_templates_bench_stops_starting_problems_when_the_total_budget_is_spent(
     assert first["status"] == "timeout" and "budget" in first["message"] and first["families"] == ["pointwise"]
     assert second["status"] == "not-run" and "--resume" in second["message"]
     assert time.monotonic() - started < 60
-
-
-@pytest.mark.slow
-def test_problems_side_by_side_in_worker_processes(tmp_path: Path) -> None:
-    problems = tmp_path / "problems"
-    problems.mkdir()
-    shutil.copy(VECTOR_ADD, problems / "1_vector_add.py")
-    shutil.copy(SOFTMAX, problems / "2_softmax.py")
-    out = tmp_path / "bench"
-    assert main(["bench", str(problems), "--out", str(out), "--db", str(tmp_path / "runs.sqlite"),
-                 "--device", "cpu", "--jobs", "2"]) == 0
-    doc = json.loads((out / "results.json").read_text())
-    assert [(r["name"], r["status"]) for r in doc["problems"]] == [("1_vector_add", "passed"),
-                                                                     ("2_softmax", "passed")]
-    assert (out / "2_softmax" / "best.py").is_file()
