@@ -14,7 +14,7 @@ import pytest
 from kernelwright.bench import rows
 from kernelwright.bench.report import NOT_TIMED, PLOTS, SCHEMA, write_outputs
 from kernelwright.bench.runner import BenchOutcome, BenchSettings
-from kernelwright.verify.records import Verdict
+from kernelwright.verify.records import Verdict, finite_json
 
 RUNS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "runs"
 MACHINE = {"device": "NVIDIA H200", "torch": "2.11.0+cu130", "triton": "3.6.0", "kernelwright": "0.1.0"}
@@ -24,7 +24,7 @@ def _outcome(out: Path, *, device: str = "cuda") -> BenchOutcome:
     table = []
     for run in sorted(RUNS.iterdir()):
         verdict = Verdict.from_json(json.loads((run / "verdict.json").read_text()))
-        table.append(rows.finite(rows.row_from_verdict(verdict, name=run.name, path=f"{run.name}.py",
+        table.append(finite_json(rows.row_from_verdict(verdict, name=run.name, path=f"{run.name}.py",
                                                        mode="optimize", best_py=str(run / "best.py"),
                                                        report_md=str(run / "report.md"))))
     table.append(rows.failure_row(name="sort_rows", path="sort_rows.py", mode="optimize", status="unsupported",

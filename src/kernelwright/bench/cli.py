@@ -26,18 +26,8 @@ def _baselines(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(["eager", *(_BASELINE_NAMES[n] for n in names)]))  # eager: the speedup's basis
 
 
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--jobs {text!r}: give a whole number of at least 1")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from kernelwright.search.cli import add_llm_arguments, parse_budget
+    from kernelwright.search.cli import add_llm_arguments, add_target_arguments, parse_budget, positive_int
 
     p.add_argument("problems", nargs="+", help="problem files or folders of them (KernelBench's level folders work "
                                                "as they are)")
@@ -59,15 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baselines", type=_baselines, default=("eager", "compile", "compile_max_autotune"),
                    help="baselines to time: eager,compile,max-autotune (default all; eager is always timed). "
                         "Their timings are cached per problem, device and toolchain and reused")
-    p.add_argument("--jobs", type=_jobs, default=1,
+    p.add_argument("--jobs", type=positive_int, default=1,
                    help="problems worked on side by side (default 1); on a GPU their measurements never overlap")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="cuda: time on the GPU; cpu: correctness and coverage only (default: auto)")
-    p.add_argument("--arch", default=None, help="target arch for the instruction summary (default: the GPU's, "
-                                                "else sm_90a)")
-    p.add_argument("--allow-tf32", action="store_true", help="let fp32 problems use TF32 tensor cores")
-    p.add_argument("--allow-reduced-precision", action="store_true",
-                   help="let fp32 problems compute in fp16/bf16")
+    add_target_arguments(p)
     p.add_argument("--format", choices=("all", "md", "json"), default="all",
                    help="all: results.json, report.md and report.html (default); md: print the markdown table "
                         "too; json: print results.json")

@@ -7,7 +7,6 @@ solution's — or from a failure that left no verdict.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -118,14 +117,3 @@ def failure_row(*, name: str, path: str, mode: str, status: str, message: str, w
             "tensor_core": [], "instruction_mix": {}, "families": list(families), "uncovered": uncovered,
             "baselines_reused": [], "size_overrides": {}, "device": None, "wall_s": round(wall_s, 1),
             "best_py": None, "report_md": None, "date": time.strftime("%Y-%m-%d")}
-
-
-def finite(value: Any) -> Any:
-    """JSON has no NaN/inf: they become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite(v) for v in value]
-    return value

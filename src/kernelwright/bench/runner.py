@@ -32,8 +32,8 @@ from typing import Any
 from kernelwright.bench import rows
 from kernelwright.bench.collect import BenchProblem
 from kernelwright.bench.scores import geomean
-
-COMPILE_BASELINES = ("compile", "compile_max_autotune")
+from kernelwright.verify.baseline import COMPILE_MODES
+from kernelwright.verify.records import finite_json
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _verify_options(task: Task) -> dict[str, Any]:
     settings = task.settings
-    modes = tuple(b for b in settings.baselines if b in COMPILE_BASELINES)
+    modes = tuple(b for b in settings.baselines if b in COMPILE_MODES)
     return {"compile_baseline": bool(modes), "compile_modes": modes, "reuse_baselines": task.reuse_baselines}
 
 
@@ -328,7 +328,7 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
         progress.show()
 
         def finish(task: Task, row: dict[str, Any], baselines: dict[str, Any]) -> None:
-            row = rows.finite({**row, "key": row_key(task.problem, settings, where)})
+            row = finite_json({**row, "key": row_key(task.problem, settings, where)})
             results[task.problem.name] = row
             if row["status"] not in (rows.INTERRUPTED, rows.NOT_RUN):
                 db.store_bench_result(row["key"], _sha(task.problem.path), task.problem.name, row)

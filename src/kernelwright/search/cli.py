@@ -36,15 +36,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_llm_arguments(p)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="cuda: tune and time on the GPU; cpu: prove the default configuration under the interpreter")
+    add_target_arguments(p)
+    p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    p.add_argument("--backward", action="store_true",
+                   help="also write the op's backward as a problem (OUT/backward/problem.py) and optimize it with the "
+                        "templates and its own --budget; kernelwright export registers it as the op's backward")
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (``--limit``, ``--jobs``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """The target arch and the precision policy (``optimize``, ``bench``)."""
     p.add_argument("--arch", default=None, help="target arch for the instruction summary (default: the GPU's, else "
                                                 "sm_90a)")
     p.add_argument("--allow-tf32", action="store_true", help="let fp32 problems use TF32 tensor cores")
     p.add_argument("--allow-reduced-precision", action="store_true",
                    help="let fp32 problems compute in fp16/bf16 (the verifier's tolerance relaxes to match)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
-    p.add_argument("--backward", action="store_true",
-                   help="also write the op's backward as a problem (OUT/backward/problem.py) and optimize it with the "
-                        "templates and its own --budget; kernelwright export registers it as the op's backward")
 
 
 def add_llm_arguments(p: argparse.ArgumentParser, *, run_options: bool = True) -> None:

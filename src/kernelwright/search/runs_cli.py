@@ -16,18 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.errors import InputError
+from kernelwright.search.cli import positive_int
 
 HELP = "list past search runs, or show one: settings, candidates, LLM usage, summary"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
-    return value
 
 
 def _shared_options(parser: argparse.ArgumentParser, *, nested: bool) -> None:
@@ -42,7 +33,7 @@ def _shared_options(parser: argparse.ArgumentParser, *, nested: bool) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     _shared_options(parser, nested=False)
-    parser.add_argument("--limit", type=_positive_int, default=20, help="how many runs to list (default 20)")
+    parser.add_argument("--limit", type=positive_int, default=20, help="how many runs to list (default 20)")
     sub = parser.add_subparsers(dest="runs_command", metavar="[show RUN_ID]", parser_class=type(parser))
     show = sub.add_parser("show", help="one run in detail", description="one run in detail: settings, candidates, "
                           "LLM usage and summary")
