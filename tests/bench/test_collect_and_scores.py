@@ -83,3 +83,17 @@ def test_speed_of_light_score() -> None:
     assert rows.sol_score(2.0, 3.0, 1.0) == 0.0  # slower than eager
     assert rows.sol_score(2.0, 0.5, 1.0) == 1.0  # "below the floor" is clipped (the verifier flags it)
     assert rows.sol_score(None, 1.0, 0.5) is None
+
+
+def test_a_problem_never_reaches_past_the_whole_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelwright.bench import runner
+
+    monkeypatch.setattr(runner.time, "monotonic", lambda: 1000.0)
+    settings = runner.BenchSettings(out_dir=tmp_path, device="cpu", budget_per_problem_s=120.0, verify_limit_s=600.0)
+    task = runner.Task(problem=runner.BenchProblem("p", tmp_path / "p.py"), settings=settings)
+    assert runner._within_total(task, None) is task
+    assert runner._within_total(task, 1000.0 + 900.0) is task  # search and verify both fit
+    cut = runner._within_total(task, 1000.0 + 300.0).settings  # the search keeps its budget, the verify the rest
+    assert (cut.budget_per_problem_s, cut.verify_limit_s) == (120.0, 180.0)
+    cut = runner._within_total(task, 1000.0 + 60.0).settings
+    assert (cut.budget_per_problem_s, cut.verify_limit_s) == (60.0, 0.0)

@@ -100,6 +100,7 @@ class StubEvaluator:
     timed: bool = True
     seen: list[int] = field(default_factory=list)
     verified: list[int] = field(default_factory=list)
+    verify_deadlines: list[float | None] = field(default_factory=list)
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         for c in candidates:
@@ -111,6 +112,7 @@ class StubEvaluator:
 
     def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline=None) -> Verdict:
         self.verified.append(candidate.index)
+        self.verify_deadlines.append(deadline)
         return Verdict(status=Status.PASSED, message="stub pass", clean=True, problem="p", candidate=str(candidate.path),
                        problem_sha256="", candidate_sha256="", seed=0, device={"type": "stub"}, tolerance={},
                        timing={"candidate": {"median_ms": self.times.get(candidate.index, 1.0)}})
@@ -133,6 +135,20 @@ def test_tuning_stops_when_the_budget_is_spent(problem: Path, tmp_path: Path, mo
     assert result.best is not None and result.best.candidate.index == 2
     assert stub.verified == [2]  # the fastest finalist passed first
     assert (tmp_path / "run" / "best.py").read_text() == result.best.candidate.path.read_text()
+
+
+def test_an_allowance_gives_the_search_the_budget_and_the_verify_more(problem: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bench wants whole rows: the search has all 40 s (a fourth timing), the verify 100 s past the budget.
+    clock = _fake_clock(monkeypatch)
+    stub = StubEvaluator(times={0: 2.0, 1: 1.5, 2: 0.5, 3: 3.0}, clock=clock, step_s=10.0)
+    optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=40.0, evaluator=stub, verify_allowance_s=100.0)
+    assert stub.seen == [0, 1, 2, 3]
+    assert stub.verify_deadlines == [1000.0 + 40.0 + 100.0]
+    plain = StubEvaluator(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=10.0)
+    start = clock[0]
+    optimize(problem, out_dir=tmp_path / "plain", device="cpu", budget_s=40.0, evaluator=plain)
+    assert plain.verify_deadlines == [start + 40.0]  # without one, the budget is a promise, verify included
 
 
 def test_ctrl_c_keeps_the_best_so_far(problem: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

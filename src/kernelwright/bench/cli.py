@@ -39,7 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what writes the kernels, as in optimize: templates (the built-in library, no network), "
                         "llm, or hybrid (the templates seed, the LLM improves)")
     p.add_argument("--budget-per-problem", type=parse_budget, default=180.0, dest="budget_per_problem",
-                   help="wall-time budget of one problem, e.g. 90s, 3m (default 3m)")
+                   help="wall-time budget of one problem's search, e.g. 90s, 3m (default 3m); with --solutions, "
+                        "of its verify")
+    p.add_argument("--verify-limit", type=parse_budget, default=600.0, dest="verify_limit",
+                   help="how long the winner's verify (with the baselines) may run past the search's budget "
+                        "(default 10m): a row without its baselines says nothing")
     p.add_argument("--budget", type=parse_budget, default=None,
                    help="the whole bench's budget: when it runs out what is done is written and the rest is listed "
                         "as not run (default: none)")
@@ -77,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--out {args.out} is a file: name a folder for the bench's outputs")
     device = resolve_device(args.device)
     settings = BenchSettings(out_dir=args.out.resolve(), device=device, generator=args.generator,
-                             budget_per_problem_s=args.budget_per_problem, budget_s=args.budget, arch=args.arch,
+                             budget_per_problem_s=args.budget_per_problem,
+                             verify_limit_s=args.verify_limit, budget_s=args.budget, arch=args.arch,
                              allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision,
                              baselines=args.baselines, jobs=args.jobs, resume=args.resume, db_path=args.db,
                              solutions=args.solutions is not None,

@@ -41,7 +41,10 @@ class BenchSettings:
     out_dir: Path
     device: str  # "cpu" or "cuda", resolved
     generator: str = "templates"
-    budget_per_problem_s: float = 180.0
+    budget_per_problem_s: float = 180.0  # the search's (optimize) or the solution's verify's (solutions)
+    # How long the winner's verify may run past the search's budget: a row is worth its baselines, and on a GPU
+    # shared by --jobs problems a verify took 225-245 s (H200, 2026-12-02) where alone it took 90.
+    verify_limit_s: float = 600.0
     budget_s: float | None = None  # the whole bench; None: no limit
     arch: str | None = None
     allow_tf32: bool = False
@@ -173,7 +176,8 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
     policy, out, evaluator = _search_inputs(task)
     result = optimize(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s, device=settings.device,
                       arch=target_arch(settings.device, settings.arch), policy=policy, evaluator=evaluator,
-                      progress=Progress(stream=io.StringIO()), db_path=settings.db_path)
+                      progress=Progress(stream=io.StringIO()), db_path=settings.db_path,
+                      verify_allowance_s=settings.verify_limit_s)
     families = [g.family for g in result.plan.groups]
     uncovered = result.plan.describe()[-1] if result.plan.uncovered else ""
     base = {"name": problem.name, "path": str(problem.path), "mode": "optimize"}
@@ -241,10 +245,19 @@ def _verify_solution(task: Task, started: float) -> tuple[dict[str, Any], dict[s
     return row, _measured_baselines(verdict, task)
 
 
-def _worker_init() -> None:
+def _worker_init(jobs: int) -> None:
     # Ctrl-C reaches the workers too (one process group): they end their problem (optimize writes what it has) and
     # return; the parent collects the rows.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Each worker and the verifier's children it starts (they inherit the environment) get a share of the cores:
+    # jobs times PyTorch's default of one thread a core oversubscribes the machine, and host-side work (inputs,
+    # saving references, judging) then crawls.
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 # -- the whole bench ------------------------------------------------------------------------------------------
@@ -378,9 +391,11 @@ def _within_total(task: Task, deadline: float | None) -> Task:
     if deadline is None:
         return task
     left = max(1.0, deadline - time.monotonic())
-    if left >= task.settings.budget_per_problem_s:
+    budget = min(task.settings.budget_per_problem_s, left)
+    verify_limit = min(task.settings.verify_limit_s, left - budget)
+    if (budget, verify_limit) == (task.settings.budget_per_problem_s, task.settings.verify_limit_s):
         return task
-    return replace(task, settings=replace(task.settings, budget_per_problem_s=left))
+    return replace(task, settings=replace(task.settings, budget_per_problem_s=budget, verify_limit_s=verify_limit))
 
 
 def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float | None, progress: BenchProgress,
@@ -395,7 +410,7 @@ def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float 
     running: dict[Future, Task] = {}
     try:
         with ProcessPoolExecutor(max_workers=settings.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_worker_init) as pool:
+                                 initializer=_worker_init, initargs=(settings.jobs,)) as pool:
             try:
                 while queue or running:
                     while queue and len(running) < settings.jobs and (deadline is None

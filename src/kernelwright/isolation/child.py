@@ -97,6 +97,11 @@ def main(argv: list[str]) -> int:
         channel.send("error", status="runtime_error", code="exception",
                      message=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "),
                      detail=short_traceback(exc))
+    if spec.get("device") == "cuda":
+        from kernelwright.hardware import gpu_lock
+
+        if gpu_lock.waited_s() > 0:  # where a shared GPU made this job wait (a diagnostic, not evidence)
+            channel.send("lock_wait", seconds=round(gpu_lock.waited_s(), 2))
     channel.send("done")
     sys.stdout.flush()
     sys.stderr.flush()
