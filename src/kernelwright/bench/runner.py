@@ -343,7 +343,9 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
         def finish(task: Task, row: dict[str, Any], baselines: dict[str, Any]) -> None:
             row = finite_json({**row, "key": row_key(task.problem, settings, where)})
             results[task.problem.name] = row
-            if row["status"] not in (rows.INTERRUPTED, rows.NOT_RUN):
+            # A row the budget cut short is not finished: --resume runs it again (its baselines were cut, or it
+            # was interrupted or never started).
+            if row["status"] not in (rows.INTERRUPTED, rows.NOT_RUN) and "baselines-cut" not in row["notes"]:
                 db.store_bench_result(row["key"], _sha(task.problem.path), task.problem.name, row)
             if baselines and row["status"] != rows.INTERRUPTED:
                 key = baseline_key(task.problem, settings, where)

@@ -112,9 +112,11 @@ def collect_baselines(run: Any, reused: dict[str, Any], judge: Any, *,
         found[message["name"]] = message.get("measurement")
         if message.get("error"):
             judge.add("baseline-failed", f"{message['name']} baseline failed: {message['error']}", Severity.NOTE)
-    if not run.finished:
-        why = "the budget ran out while timing them" if budget_cut else f"the baseline process {run.describe_exit()}"
-        judge.add("baseline-failed", why, Severity.NOTE)
+    if not run.finished and budget_cut:
+        judge.add("baselines-cut", "the budget ran out while timing the baselines: the speedups are unknown; give "
+                  "the run more time (--budget, or bench's --verify-limit)", Severity.NOTE)
+    elif not run.finished:
+        judge.add("baseline-failed", f"the baseline process {run.describe_exit()}", Severity.NOTE)
     ceilings = run.last("ceilings")
     return found, (ceilings["ceilings"] if ceilings else None)
 
