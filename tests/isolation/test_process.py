@@ -91,3 +91,18 @@ def test_a_cpu_job_gets_the_memory_limit(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
     result = probe_problem(problem, device="cpu", timeout_s=120)
     assert not result.ok and "memory" in result.message.lower(), result.message
+
+
+def test_a_childs_lock_wait_is_read_defensively() -> None:
+    from kernelwright.isolation.process import ChildRun
+
+    def run(*messages: dict, wall_s: float = 10.0) -> ChildRun:
+        return ChildRun(job="candidate", returncode=0, timed_out=False, wall_s=wall_s, messages=messages,
+                        stderr_tail="", stdout_tail="")
+
+    assert run().lock_wait_s == 0.0
+    assert run({"event": "lock_wait", "seconds": 2.5}, {"event": "lock_wait", "seconds": 1.0}).lock_wait_s == 3.5
+    # whatever runs in the child can write the channel: nonsense is ignored, and no job waited longer than it ran
+    assert run({"event": "lock_wait", "seconds": "lots"}, {"event": "lock_wait", "seconds": float("nan")},
+               {"event": "lock_wait", "seconds": -5}).lock_wait_s == 0.0
+    assert run({"event": "lock_wait", "seconds": 1e9}, wall_s=4.0).lock_wait_s == 4.0

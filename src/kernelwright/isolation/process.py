@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -86,6 +87,14 @@ class ChildRun:
     def finished(self) -> bool:
         """The job reached its end and said so."""
         return any(m.get("event") == "done" for m in self.messages)
+
+    @property
+    def lock_wait_s(self) -> float:
+        """Seconds the job waited for other processes' measurements on a shared GPU, as the child itself reports
+        (a parallel bench's diagnostic: whatever runs in the child can write it)."""
+        waited = sum(m["seconds"] for m in self.events("lock_wait")
+                     if isinstance(m.get("seconds"), (int, float)) and math.isfinite(m["seconds"]) and m["seconds"] > 0)
+        return min(waited, self.wall_s)
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [m for m in self.messages if m.get("event") == name]

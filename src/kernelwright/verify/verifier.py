@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import re
 import secrets
 import shutil
@@ -155,13 +154,8 @@ class _Verification:
             if left < limit:
                 limit, by_budget = left, True
         run = run_child(job, spec, workdir=self.workdir, timeout_s=limit, device=self.device)
-        # Time the job spent waiting for other processes' measurements on a shared GPU (a parallel bench): the
-        # child says so itself, so the figure is a diagnostic for the phases, never evidence about the candidate.
-        waited = sum(m["seconds"] for m in run.events("lock_wait")
-                     if isinstance(m.get("seconds"), (int, float)) and math.isfinite(m["seconds"]))
-        if waited > 0:
-            self.phases["gpu_lock_wait"] = round(self.phases.get("gpu_lock_wait", 0.0)
-                                                 + min(waited, run.wall_s), 2)
+        if run.lock_wait_s:  # a diagnostic of the phases (the child's own word), never evidence
+            self.phases["gpu_lock_wait"] = round(self.phases.get("gpu_lock_wait", 0.0) + run.lock_wait_s, 2)
         if run.timed_out and by_budget:
             self.budget_cut = job
         return run
@@ -596,8 +590,7 @@ class _Verification:
 
     # -- instruction evidence -----------------------------------------------------------------------------------
     def _instructions(self, run: ChildRun) -> list[dict[str, Any]]:
-        return instruction_evidence(run, native=native_arch(self.device_facts), traits=self.traits,
-                                    judge=self.judge)
+        return instruction_evidence(run, native=native_arch(self.device_facts), traits=self.traits, judge=self.judge)
 
     # -- baselines and roofline ---------------------------------------------------------------------------------
     def _baselines(self, ref_trials: dict[int, dict[str, Any]]) -> dict[str, Any]:
