@@ -262,3 +262,25 @@ def test_a_template_seed_that_stays_the_best_is_not_verified_a_third_time(worksp
     seed = Entry(index=0, lineage=-1, round=0, origin="seed", source="s", path=str(problem),
                  verdict=make_verdict("passed", 1.0, "", "s" * 64, compile_baseline=True))
     assert search._final(seed) is seed and evaluator.calls == []
+
+
+def test_no_openai_package_ends_the_run_at_the_first_call_and_says_how_to_install_it(workspace,
+                                                                                   monkeypatch) -> None:
+    import importlib
+
+    from kernelwright.search.llm_search import optimize_with_llm
+
+    real = importlib.import_module
+
+    def without_openai(name: str, *args, **kwargs):
+        if name == "openai":
+            raise ImportError("No module named 'openai'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib, "import_module", without_openai)
+    tmp, problem = workspace
+    result = optimize_with_llm(problem, out_dir=tmp / "run", base_url="http://127.0.0.1:9/v1",
+                               db_path=tmp / "runs.sqlite", device="cpu", budget_s=60, samples=1,
+                               max_candidates=4, evaluator=StubEvaluator())
+    assert "the LLM calls fail" in result.stop_reason and "pip install 'kernelwright[llm]'" in result.stop_reason
+    assert len(result.entries) == 1  # one call told the whole story

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernelwright.errors import ConfigError
 from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
 from kernelwright.search.progress import Progress
 from kernelwright.search.records import Candidate, SearchResult
@@ -264,7 +265,8 @@ class LLMSearch:
         except Exception as exc:  # LLMError after retries, or anything the client raised
             self._consecutive_failures += 1
             self._last_call_error = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            if getattr(exc, "fatal", False):  # a rejected key, an unknown model: every later call fails the same way
+            # A rejected key, an unknown model, no openai package: every later call fails the same way.
+            if getattr(exc, "fatal", False) or isinstance(exc, ConfigError):
                 self._consecutive_failures = MAX_CONSECUTIVE_CALL_FAILURES
             self._observe(Entry(index=self._next_index(), lineage=request.lineage, round=request.round,
                                 origin=origin, source=None, failure=f"the LLM call failed: {self._last_call_error}"))
