@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
 import json
 import logging
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,7 +97,7 @@ def test_package_is_plain_source_with_a_triton_op(exported: dict[str, Any]) -> N
     module, result = exported["layernorm"]
     root = Path(module.__file__).parent
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith("__pycache__")) == [
-        "README.md", "__init__.py", "_reference.py", "_runtime.py", "_variants", "variants.json"]
+        "README.md", "__init__.py", "_dispatch.py", "_reference.py", "_runtime.py", "_variants", "variants.json"]
     assert (root / "_variants" / "sm_90a.py").read_text() == LAYERNORM[1].read_text()  # verbatim
     assert "dim = 64" in (root / "_reference.py").read_text()
     init = (root / "__init__.py").read_text()
@@ -109,9 +111,39 @@ def test_package_is_plain_source_with_a_triton_op(exported: dict[str, Any]) -> N
     readme = (root / "README.md").read_text()
     assert "recomputes through the reference" in readme and "torch.compile" in readme
     # the package imports nothing of kernelwright
-    for file in (root / "__init__.py", root / "_runtime.py"):
+    for file in (root / "__init__.py", root / "_runtime.py", root / "_dispatch.py"):
         assert "kernelwright." not in "".join(line for line in file.read_text().splitlines()
                                               if line.startswith(("import", "from")))
+
+
+def test_runtime_files_are_verbatim_copies_that_stand_alone(exported: dict[str, Any]) -> None:
+    """Each runtime file is its kernelwright.export module, byte for byte; a sibling imported relatively keeps its
+    own file name in the package (so the import resolves in both places); the package runs without kernelwright."""
+    from kernelwright.export import runtime
+    from kernelwright.export.package import RUNTIME_FILES
+
+    module, result = exported["layernorm"]
+    root = Path(module.__file__).parent
+    here = Path(runtime.__file__).parent
+    assert set(RUNTIME_FILES) <= {p.name for p in root.iterdir()}
+    for name, source in RUNTIME_FILES.items():
+        text = (root / name).read_text()
+        assert text == (here / source).read_text()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and RUNTIME_FILES.get(f"{node.module}.py") == f"{node.module}.py", name
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                assert not any(m and m.split(".")[0] == "kernelwright" for m in modules), name
+    script = (f"import sys; sys.modules['kernelwright'] = None; sys.path.insert(0, {str(root.parent)!r})\n"
+              f"import torch, {root.name} as pkg\n"
+              f"x = torch.randn(3, 64); w, b = torch.randn(64), torch.randn(64)\n"
+              f"y = torch.ops.{result.namespace}.layernorm(x, w, b)\n"
+              "assert torch.allclose(y, torch.nn.functional.layer_norm(x, (64,), w, b, 1e-5), atol=1e-5)\n"
+              "assert pkg.dispatch_counts() == {'reference': 1}, pkg.dispatch_counts()\n"
+              "assert not [m for m in sys.modules if m.startswith('kernelwright.')]\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def test_op_runs_the_reference_on_cpu(exported: dict[str, Any]) -> None:

@@ -3,7 +3,9 @@
 - ``runs``     — reading run folders (``run.json``, ``best.py``, ``verdict.json``) as variants of one op
 - ``probe``    — the op's signature and each variant's fit, found by running the code (in a child for the CLI)
 - ``package``  — rendering ``__init__.py``, ``README.md`` and ``variants.json``
-- ``runtime``  — copied into every package as ``_runtime.py``: choosing and running a variant (torch only)
+- ``runtime``  — copied into every package as ``_runtime.py``: running the op's chosen variant (torch only)
+- ``_dispatch`` — copied beside it as ``_dispatch.py`` (``runtime`` imports it relatively): which variant runs
+  where, loading a variant's code
 - ``api``      — :func:`export_package` and :func:`load`; ``cli`` — ``kernelwright export``
 
 Importing this package imports nothing heavy; see docs/export.md.

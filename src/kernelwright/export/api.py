@@ -24,6 +24,7 @@ from typing import Any
 
 from kernelwright.errors import InputError
 from kernelwright.export.package import (
+    RUNTIME_FILES,
     PackagePlan,
     camel_case,
     is_identifier,
@@ -78,7 +79,7 @@ def export_package(runs: Sequence[str | Path], *, out: str | Path, name: str | N
     done = False
     try:
         plan = _plan(variants, package=package, op=op, scratch=scratch, isolate=isolate, trace=trace)
-        write_files(scratch, plan, _runtime_source())
+        write_files(scratch, plan, _runtime_sources())
         _move_into_place(scratch, out, replace=force)
         done = True
     finally:
@@ -178,8 +179,9 @@ def _move_into_place(scratch: Path, out: Path, *, replace: bool) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _runtime_source() -> str:
-    return (Path(__file__).parent / "runtime.py").read_text()
+def _runtime_sources() -> dict[str, str]:
+    """The runtime files the package holds, by their name there: verbatim copies of this folder's modules."""
+    return {name: (Path(__file__).parent / module).read_text() for name, module in RUNTIME_FILES.items()}
 
 
 def _plan(variants: list[RunVariant], *, package: str, op: str, scratch: Path, isolate: bool,
@@ -235,7 +237,7 @@ def load(*runs: str | Path, name: str | None = None) -> type:
     variants, op = _read_variants(runs, name)
     key = hashlib.sha256(json.dumps({
         "version": LOAD_CACHE_VERSION, "op": op, "problem": variants[0].problem_sha256,
-        "runtime": hashlib.sha256(_runtime_source().encode()).hexdigest(),
+        "runtime": hashlib.sha256(json.dumps(_runtime_sources(), sort_keys=True).encode()).hexdigest(),
         "variants": sorted((v.id, v.source_sha256, v.language) for v in variants),
     }, sort_keys=True).encode()).hexdigest()[:16]
     package = f"kw_{_default_op_name(variants[0].problem_name)[:40]}_{key}"

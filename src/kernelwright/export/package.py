@@ -1,7 +1,8 @@
 """Writing the exported package: ``__init__.py`` (the op's registration), ``README.md``, ``variants.json``.
 
-Everything rendered here is plain source a person can read; the generic machinery is ``_runtime.py``, a verbatim
-copy of :mod:`kernelwright.export.runtime`.
+Everything rendered here is plain source a person can read; the generic machinery is ``_runtime.py`` and
+``_dispatch.py``, verbatim copies of :mod:`kernelwright.export.runtime` and :mod:`kernelwright.export._dispatch`
+(:data:`RUNTIME_FILES`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from kernelwright.export.runs import RunVariant
 from kernelwright.export.runtime import PRECISION_LABELS, runs_on_text
 
 FORMAT_VERSION = 1
+# The package's copies of the runtime -> the modules of kernelwright.export they copy verbatim. runtime.py imports
+# its sibling relatively (``from ._dispatch import ...``), so the sibling keeps its own file name in the package.
+RUNTIME_FILES = {"_runtime.py": "runtime.py", "_dispatch.py": "_dispatch.py"}
 _TYPES = {"tensor": "torch.Tensor", "int": "int", "float": "float", "bool": "bool"}
 
 
@@ -402,7 +406,9 @@ def render_readme(plan: PackagePlan, data: dict[str, Any]) -> str:
         "## Files",
         "",
         "- `__init__.py` — the registration, the module class, `variants()`",
-        "- `_runtime.py` — choosing and running a variant (a copy of `kernelwright.export.runtime`)",
+        "- `_runtime.py` — running the op's chosen variant (a copy of `kernelwright.export.runtime`)",
+        "- `_dispatch.py` — which variant runs where, and loading a variant's code (a copy of "
+        "`kernelwright.export._dispatch`)",
         "- `_reference.py` — the problem file, verbatim: the fallback, and what every variant was verified against",
         "- `_variants/<variant>.py` — each run's `best.py`, verbatim (a KernelBench `ModelNew` file)",
         *(["- `_variants/<variant>_backward.py` — the run's generated backward (`backward/best.py`), verbatim"]
@@ -497,8 +503,9 @@ def _compile_text(plan: PackagePlan) -> str:
             f"`triton_op`: {plan.registration_reason}.")
 
 
-def write_files(root: Path, plan: PackagePlan, runtime_source: str) -> None:
-    """Write the package into the (empty, temporary) directory ``root``."""
+def write_files(root: Path, plan: PackagePlan, runtime_sources: dict[str, str]) -> None:
+    """Write the package into the (empty, temporary) directory ``root``; ``runtime_sources``: the text of each
+    :data:`RUNTIME_FILES` entry, by its name in the package."""
     data = variants_json(plan)
     (root / "_variants").mkdir(parents=True, exist_ok=True)
     (root / "_reference.py").write_text(plan.runs[0].problem_source)
@@ -507,7 +514,8 @@ def write_files(root: Path, plan: PackagePlan, runtime_source: str) -> None:
         (root / "_variants" / f"{run.id}.py").write_text(run.source)
         if run.backward:
             (root / "_variants" / f"{run.id}_backward.py").write_text(run.backward.source)
-    (root / "_runtime.py").write_text(runtime_source)
+    for name, source in runtime_sources.items():
+        (root / name).write_text(source)
     (root / "variants.json").write_text(json.dumps(data, indent=1) + "\n")
     (root / "__init__.py").write_text(render_init(plan))
     (root / "README.md").write_text(render_readme(plan, data))
