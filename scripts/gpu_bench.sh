@@ -16,6 +16,20 @@ mkdir -p "$out"
 work=/tmp/kw-bench && rm -rf "$work" && mkdir -p "$work"
 [ -f "$db" ] && cp "$db" "$work/runs.sqlite"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
+# Where a verify's host time may go (its references and outputs are files): the disks and the cores, in ~10 s.
+df -h /tmp /dev/shm 2>/dev/null | tail -n +2; nproc
+python3 - <<'PY' 2>&1 | tail -3
+import os, tempfile, time, torch
+x = torch.randn(256 * 2**20, dtype=torch.float64)  # 2 GiB, a big problem's float64 reference
+for root in ("/tmp", "/dev/shm"):
+    if not os.path.isdir(root):
+        continue
+    path = tempfile.mktemp(dir=root)
+    t = time.perf_counter(); torch.save(x, path); w = time.perf_counter() - t
+    t = time.perf_counter(); torch.load(path); r = time.perf_counter() - t
+    os.unlink(path)
+    print(f"{root}: torch.save 2 GiB {w:.2f} s, torch.load {r:.2f} s")
+PY
 start=$SECONDS
 # Into a file, not a pipe: a process left behind by a cut run would hold a pipe open, and the call with it.
 timeout --signal=INT --kill-after=90 "$limit" python3 -m kernelwright bench --resume --db "$work/runs.sqlite" \
