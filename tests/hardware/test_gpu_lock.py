@@ -88,3 +88,49 @@ def test_a_measurement_holds_the_lock_alone_and_gives_it_back(tmp_path: Path, mo
     assert seen == [gpu_lock._EXCLUSIVE] and gpu_lock._get().mode == gpu_lock._SHARED
     assert timing.measure.__wrapped__.__name__ == "measure"  # the real measure is wrapped the same way
     gpu_lock.release()
+
+
+
+def _modes_inside_inductor_benchmarks(tmp_path: Path, monkeypatch, *, harness_hook: bool) -> list[int]:
+    """The lock's mode inside one of Inductor's GPU benchmarks and after it, through torch's harness hook or, on a
+    torch older than that hook, through the benchmarker classes' own methods."""
+    from torch._inductor.runtime import benchmarking
+
+    monkeypatch.setenv(gpu_lock.ENV, str(tmp_path / "gpu.lock"))
+    monkeypatch.setattr(gpu_lock, "_inductor_hooked", False)
+    for cls in (c for c in vars(benchmarking).values() if isinstance(c, type)):
+        for name in [n for n in vars(cls) if n.startswith("benchmark_gpu")]:
+            monkeypatch.setattr(cls, name, vars(cls)[name])  # whatever the hook wraps is put back afterwards
+    seen: list[int] = []
+
+    def fake_benchmark_gpu(self, fn, **kwargs):  # stands in for a CUDA-event benchmark
+        seen.append(gpu_lock._get().mode)
+        return 1.0
+
+    if harness_hook:
+        monkeypatch.setattr(benchmarking, "_gpu_benchmark_lock_context", None)
+        fake_benchmark_gpu = benchmarking.gpu_benchmark_lock(fake_benchmark_gpu)
+    else:
+        monkeypatch.delattr(benchmarking, "set_gpu_benchmark_lock_context")
+    monkeypatch.setattr(benchmarking.InductorBenchmarker, "benchmark_gpu", fake_benchmark_gpu)
+    gpu_lock.hold_shared()
+    try:
+        assert gpu_lock.hook_inductor_benchmarks()
+        benchmarking.InductorBenchmarker().benchmark_gpu(lambda: None)
+        seen.append(gpu_lock._get().mode)
+    finally:
+        gpu_lock.release()
+    return seen
+
+
+def test_inductor_benchmarks_are_measurements_through_the_harness_hook(tmp_path: Path, monkeypatch) -> None:
+    import pytest
+    from torch._inductor.runtime import benchmarking
+
+    if not hasattr(benchmarking, "set_gpu_benchmark_lock_context"):
+        pytest.skip("this torch has no GPU benchmark lock hook (the next test covers the older way)")
+    assert _modes_inside_inductor_benchmarks(tmp_path, monkeypatch, harness_hook=True) == [2, 1]  # exclusive, shared
+
+
+def test_inductor_benchmarks_are_measurements_on_an_older_torch(tmp_path: Path, monkeypatch) -> None:
+    assert _modes_inside_inductor_benchmarks(tmp_path, monkeypatch, harness_hook=False) == [2, 1]

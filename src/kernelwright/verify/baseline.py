@@ -68,8 +68,10 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
 
             # Compile, autotune and warm up outside the measurement. Inductor benchmarks its kernels' configs on
             # the first calls: with other jobs on the device (a parallel bench) that would pick configs on a busy
-            # GPU, so the compiled baselines warm up with the device to themselves.
-            with gpu_lock.exclusive() if name != "eager" else contextlib.nullcontext():
+            # GPU, so each of those benchmarks has the device to itself (or, where they cannot be reached, the
+            # whole warm-up does).
+            whole = name != "eager" and not gpu_lock.hook_inductor_benchmarks()
+            with gpu_lock.exclusive() if whole else contextlib.nullcontext():
                 for i in range(len(sets)):
                     call(i)
                 torch.cuda.synchronize()
