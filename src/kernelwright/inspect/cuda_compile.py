@@ -184,20 +184,10 @@ def compile_cuda(
         command = [str(nvcc.path), *flags, "--keep", "--keep-dir", str(work), "-o", str(work / "kernel.cubin"),
                    str(work / "kernel.cu")]
         run = tools.run_tool(nvcc, command[1:], timeout=timeout, cwd=work)
-        full_log = (run.stdout + run.stderr).strip()
-        ok = run.returncode == 0 and (work / "kernel.cubin").exists()
-        result = CudaCompileResult(
-            ok=ok,
-            arch=arch,
-            cubin=(work / "kernel.cubin").read_bytes() if ok else b"",
-            ptx=(work / "kernel.ptx").read_text() if (work / "kernel.ptx").exists() else "",
-            log=relevant_lines(full_log.replace(str(work) + "/", "")),
-            full_log=full_log,
-            resources=_resources(full_log),
-            command=tuple(command),
-            seconds=time.perf_counter() - started,
-        )
-    log.info("nvcc %s for %s: %s in %.1f s", "compiled" if ok else "failed", arch, len(result.cubin), result.seconds)
+        result = _result(run, work, arch, command, started,
+                         ptx=(work / "kernel.ptx").read_text() if (work / "kernel.ptx").exists() else "")
+    log.info("nvcc %s for %s: %s in %.1f s", "compiled" if result.ok else "failed", arch, len(result.cubin),
+             result.seconds)
     _store(directory, result)
     return result
 
@@ -220,18 +210,17 @@ def compile_ptx(ptx_text: str, arch: str, *, extra_flags: Sequence[str] = (), ti
         (work / "kernel.ptx").write_text(ptx_text)
         args = [*flags, str(work / "kernel.ptx"), "-o", str(work / "kernel.cubin")]
         run = tools.run_tool(ptxas, args, timeout=timeout)
-        full_log = (run.stdout + run.stderr).strip()
-        ok = run.returncode == 0 and (work / "kernel.cubin").exists()
-        result = CudaCompileResult(
-            ok=ok,
-            arch=arch,
-            cubin=(work / "kernel.cubin").read_bytes() if ok else b"",
-            ptx=ptx_text,
-            log=relevant_lines(full_log.replace(str(work) + "/", "")),
-            full_log=full_log,
-            resources=_resources(full_log),
-            command=(str(ptxas.path), *args),
-            seconds=time.perf_counter() - started,
-        )
+        result = _result(run, work, arch, [str(ptxas.path), *args], started, ptx=ptx_text)
     _store(directory, result)
     return result
+
+
+def _result(run: Any, work: Path, arch: str, command: Sequence[str], started: float, *, ptx: str
+            ) -> CudaCompileResult:
+    """What a compiler run in ``work`` (writing ``kernel.cubin``) produced, its log relative to ``work``."""
+    full_log = (run.stdout + run.stderr).strip()
+    ok = run.returncode == 0 and (work / "kernel.cubin").exists()
+    return CudaCompileResult(ok=ok, arch=arch, cubin=(work / "kernel.cubin").read_bytes() if ok else b"", ptx=ptx,
+                             log=relevant_lines(full_log.replace(str(work) + "/", "")), full_log=full_log,
+                             resources=_resources(full_log), command=tuple(command),
+                             seconds=time.perf_counter() - started)
