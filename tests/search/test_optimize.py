@@ -336,3 +336,30 @@ def test_a_problem_whose_forward_raises_is_told_to_fix_the_file_and_leaves_no_fo
     with pytest.raises(InputError, match=r"forward raised RuntimeError.*fix the problem file"):
         optimize(path, out_dir=out, device="cpu")
     assert not out.exists()
+
+
+def test_reduced_sizes_count_the_outputs_too(tmp_path: Path) -> None:
+    # A tall-skinny product: small inputs, a large output. Budgeting the inputs alone left it at full size.
+    from kernelwright.problem.files import read_problem
+    from kernelwright.problem.sizes import reduced_sizes
+
+    path = tmp_path / "tall_skinny.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return a @ b
+
+        M = 16384
+        K = 8
+
+        def get_inputs():
+            return [torch.randn(M, K), torch.randn(K, M)]
+
+        def get_init_inputs():
+            return []
+    """))
+    overrides = reduced_sizes(read_problem(path), max_elements=1 << 18)
+    assert set(overrides) == {"M"} and overrides["M"] ** 2 + 2 * overrides["M"] * 8 <= 1 << 18

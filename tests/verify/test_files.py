@@ -71,3 +71,18 @@ def test_broken_candidates_are_data_not_errors(candidate) -> None:
     assert syntax.syntax_error and "softmax_syntax.py:" in syntax.syntax_error
     missing = read_candidate(candidate("softmax_no_modelnew.py"))
     assert "no class ModelNew" in (missing.problem_with_structure or "")
+
+
+def test_size_globals_are_read_from_chained_and_unpacked_assignments(tmp_path) -> None:
+    path = tmp_path / "conv3d_like.py"
+    path.write_text("import torch\n"
+                    "batch_size = 16\n"
+                    "height = width = 256\n"
+                    "depth, rows, cols = 16, 2 * 16, 1 << 5\n"
+                    "name, channels = 'x', 3\n"
+                    "scale = 4\n"
+                    "scale = float(scale)\n"  # rebound to something else: no longer a size knob
+                    "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                    "def get_inputs():\n    return [torch.randn(batch_size, depth, height, width)]\n")
+    assert read_problem(path).size_globals == {"batch_size": 16, "height": 256, "width": 256, "depth": 16,
+                                               "rows": 32, "cols": 32, "channels": 3}

@@ -10,6 +10,7 @@ module from which a readable ``ModelNew`` file is built (its imports, constants 
 from __future__ import annotations
 
 import ast
+import contextlib
 import logging
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -204,33 +205,92 @@ def _forward_must_run(name: str, model: torch.nn.Module, args: list) -> None:
                          "file") from None
 
 
-def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[str, int] | None = None
-            ) -> ProblemGraph:
+def _instantiate(module: Any, seed: int, device: torch.device | None, *, name: str = ""
+                 ) -> tuple[torch.nn.Module, list[Any]]:
+    """``Model(*get_init_inputs())`` and ``get_inputs()`` under ``seed``, created on ``device`` (None: where the
+    problem puts them). Raises InputError for a constructor that fails on real tensors (the problem's own fault)."""
+    context = torch.device(device) if device is not None else contextlib.nullcontext()
+    with context:
+        torch.manual_seed(seed)
+        init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+        torch.manual_seed(seed)
+        try:
+            model = module.Model(*init)
+        except Exception as exc:
+            if device is not None:
+                raise
+            raise InputError(f"problem {name}: Model(*get_init_inputs()) raised {type(exc).__name__}: {exc}") from None
+        torch.manual_seed(seed)
+        args = list(module.get_inputs())
+    if device is not None and not all(a.device == device for a in args if isinstance(a, torch.Tensor)):
+        raise ValueError("get_inputs() placed a tensor on a device of its own")
+    return model, args
+
+
+# torch.export of a 6-layer, 512-step LSTM (KernelBench level 3) was still reasoning about symbolic shapes after
+# 400 s (2026-12-01); a capture that long is a problem for another generator, said in one line.
+CAPTURE_TIMEOUT_S = 180.0
+
+
+class _CaptureTimeout(BaseException):  # not an Exception: no except clause of a capture swallows it
+    pass
+
+
+@contextlib.contextmanager
+def _time_bound(seconds: float) -> Iterator[None]:
+    """Raise _CaptureTimeout in the block after ``seconds`` (an interval timer: the main thread on POSIX only;
+    elsewhere the block runs unbounded)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _CaptureTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[str, int] | None = None,
+            timeout_s: float = CAPTURE_TIMEOUT_S) -> ProblemGraph:
     """Export the problem's reference (at ``size_overrides`` of its size constants, if given) and describe its
     graph. Raises :class:`InputError` (one line, naming what failed and what to do) when the reference cannot be
-    captured."""
+    captured, within ``timeout_s`` or at all."""
+    problem = read_problem(problem_path)
+    try:
+        with _time_bound(timeout_s):
+            return _capture(problem, seed, size_overrides)
+    except _CaptureTimeout:
+        raise InputError(f"problem {problem.path.name}: capturing its graph with torch.export took more than "
+                         f"{timeout_s:.0f} s (a long unrolled loop?); use --generator llm for it") from None
+
+
+def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] | None) -> ProblemGraph:
     from kernelwright.problem import sizes
 
-    problem = read_problem(problem_path)
     module = import_from_path(problem.path, "kernelwright_captured_problem")
     sizes.apply(module, size_overrides or {})
-    torch.manual_seed(seed)
-    init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
-    torch.manual_seed(seed)
-    try:
-        model = module.Model(*init)
-    except Exception as exc:
-        raise InputError(f"problem {problem.path.name}: Model(*get_init_inputs()) raised "
-                         f"{type(exc).__name__}: {exc}") from None
-    torch.manual_seed(seed)
-    args = list(module.get_inputs())
-    try:
+    try:  # shapes and dtypes are all a graph needs: on the meta device, no memory and no arithmetic
+        model, args = _instantiate(module, seed, torch.device("meta"))
         exported, dynamic = _export(model, args)
-    except Exception as exc:
-        _forward_must_run(problem.path.name, model, args)  # a broken problem is the problem's fault, not export's
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise InputError(f"problem {problem.path.name}: its graph cannot be captured with torch.export "
-                         f"({type(exc).__name__}: {first[:200]}); use --generator llm for such problems") from None
+    except Exception as exc:  # an operator without a meta kernel, a data-dependent forward: the real tensors
+        log.info("capture on the meta device failed (%s: %s); capturing with real tensors", type(exc).__name__, exc)
+        model, args = _instantiate(module, seed, None, name=problem.path.name)
+        try:
+            exported, dynamic = _export(model, args)
+        except Exception as exc:
+            _forward_must_run(problem.path.name, model, args)  # a broken problem is the problem's fault
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise InputError(f"problem {problem.path.name}: its graph cannot be captured with torch.export "
+                             f"({type(exc).__name__}: {first[:200]}); use --generator llm for such problems") from None
 
     signature = exported.graph_signature
     parameters: dict[str, str] = {}

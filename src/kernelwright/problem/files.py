@@ -78,13 +78,26 @@ def _const_int(node: ast.expr) -> int | None:
 
 
 def _int_globals(tree: ast.Module) -> dict[str, int]:
-    """Module-level ``NAME = <integer constant expression>`` assignments: the problem's size knobs."""
+    """Module-level integer constants — the problem's size knobs: ``NAME = <integer constant expression>``,
+    chained (``height = width = 256``) and unpacked (``depth, height, width = 16, 32, 32``)."""
     found: dict[str, int] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = _const_int(node.value)
-            if value is not None:
-                found[node.targets[0].id] = value
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                pairs = [(target, node.value)]
+            elif (isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List))
+                  and len(target.elts) == len(node.value.elts)):
+                pairs = list(zip(target.elts, node.value.elts, strict=True))
+            else:
+                continue
+            for name, expr in pairs:
+                value = _const_int(expr) if isinstance(name, ast.Name) else None
+                if value is not None:
+                    found[name.id] = value
+                elif isinstance(name, ast.Name):
+                    found.pop(name.id, None)  # rebound to something else: not a size knob
     return found
 
 

@@ -22,7 +22,10 @@ from kernelwright.problem.files import ProblemFile, import_from_path
 
 log = logging.getLogger(__name__)
 
-SHRINKABLE_MIN = 64  # constants below this are structure (heads, kernel sizes, groups), not size
+# Constants below this are structure (a kernel size, a head count), not size. What the constructor sees never shrinks
+# anyway (the weights must stay those the candidate was generated for), so input-only sizes down to 16 may: KernelBench's
+# 3-D convolutions size their inputs with `depth, height, width = 16, 32, 32` and a batch of 16-128.
+SHRINKABLE_MIN = 16
 FACTORS = tuple(2**i for i in range(13))  # 1 .. 4096
 
 
@@ -37,15 +40,25 @@ def apply(module: Any, overrides: Mapping[str, int]) -> None:
         setattr(module, name, int(value))
 
 
-def _input_elements(module: Any) -> int:
+def _io_elements(module: Any) -> int:
+    """Elements of the inputs and of the outputs (their shapes from a run on the meta device: a tall-skinny
+    product's small inputs can make a large output); the inputs alone where the reference has no meta kernels."""
     import torch
 
     torch.manual_seed(0)
-    total = 0
-    for value in module.get_inputs():
-        if isinstance(value, torch.Tensor):
-            total += value.numel()
-    return total
+    inputs = [v for v in module.get_inputs() if isinstance(v, torch.Tensor)]
+    total = sum(v.numel() for v in inputs)
+    try:
+        torch.manual_seed(0)
+        init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+        with torch.device("meta"):
+            model = module.Model(*init)
+        with torch.no_grad():
+            out = model(*[v.to("meta") if isinstance(v, torch.Tensor) else v for v in module.get_inputs()])
+    except Exception:  # noqa: BLE001 - no meta kernel, or anything else: the inputs decide
+        return total
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    return total + sum(o.numel() for o in outs if isinstance(o, torch.Tensor))
 
 
 def _init_signature(module: Any) -> list[Any]:
@@ -133,9 +146,9 @@ def state_elements(problem: ProblemFile) -> int:
 
 def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, constructor: bool = False
                   ) -> dict[str, int]:
-    """Overrides for the problem's input-only size constants that bring its inputs to at most ``max_elements``
-    elements (or as close as they allow) and keep the reference runnable and finite; {} if it is small already or
-    nothing can shrink. With ``constructor``, sizes that the constructor sees may shrink too, and the budget counts
+    """Overrides for the problem's input-only size constants that bring its inputs and outputs to at most
+    ``max_elements`` elements (or as close as they allow) and keep the reference runnable and finite; {} if it is
+    small already or nothing can shrink. With ``constructor``, sizes that the constructor sees may shrink too, and the budget counts
     the weights as well as the inputs: only for a candidate shown to be the same at those sizes (the caller's
     check, :func:`kernelwright.search.evaluate.same_candidate_at`)."""
     import torch
@@ -144,7 +157,7 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
     original = dict(problem.size_globals)
 
     def elements() -> int:
-        return _input_elements(module) + (_state_elements(module) if constructor else 0)
+        return _io_elements(module) + (_state_elements(module) if constructor else 0)
 
     try:
         if elements() <= max_elements:
