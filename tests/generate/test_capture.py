@@ -67,3 +67,56 @@ def test_a_capture_that_runs_past_its_bound_is_a_one_line_error(tmp_path: Path) 
     with pytest.raises(InputError, match=r"took more than 1 s .*--generator llm"):
         capture(path, timeout_s=1.0)
     assert time.monotonic() - started < 30
+
+
+BATCHNORM_TRAINING = """
+    class Model(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.fc = nn.Linear(features, features)
+            self.bn = nn.BatchNorm1d(features)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.fc(x)))
+
+    def get_inputs():
+        return [torch.randn(32, 24)]
+
+    def get_init_inputs():
+        return [24]
+"""
+
+_RUN_BOTH = """
+import sys, torch
+from kernelwright.problem.files import import_from_path
+problem, candidate = import_from_path(sys.argv[1], "p"), import_from_path(sys.argv[2], "c")
+torch.manual_seed(0); ref = problem.Model(*problem.get_init_inputs())
+torch.manual_seed(0); new = candidate.ModelNew(*problem.get_init_inputs())
+for step in range(2):  # the second call reads the statistics the first wrote
+    x = torch.randn(32, 24)
+    a, b = ref(x), new(x)
+    assert isinstance(b, torch.Tensor) and b.shape == a.shape, type(b)
+    torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-4)
+for name, buffer in ref.named_buffers():
+    torch.testing.assert_close(dict(new.named_buffers())[name], buffer, atol=1e-5, rtol=1e-4, msg=name)
+print("same")
+"""
+
+
+def test_training_mode_batch_norm_updates_its_running_statistics_in_place(tmp_path: Path) -> None:
+    # The running statistics are written back to the module's buffers, not returned as extra outputs (a
+    # KernelBench level-2 ModelNew returned four tensors where the reference returns one, 2026-12-01).
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import generate
+
+    problem = write_problem(tmp_path, "linear_bn", BATCHNORM_TRAINING)
+    the_plan, candidate = generate(problem, tmp_path / "candidate.py")
+    assert len(the_plan.graph.returned) == 1 and {w[2] for w in the_plan.graph.writes} == {
+        "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}
+    assert "self.bn.running_mean.copy_(" in candidate.read_text()
+    run = subprocess.run([sys.executable, "-c", _RUN_BOTH, str(problem), str(candidate)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert run.returncode == 0 and "same" in run.stdout, run.stderr[-2000:]

@@ -158,6 +158,13 @@ def _schedule(plan: Plan) -> list[tuple[str, Any]]:
     return ordered
 
 
+def _state(fqn: str) -> str:
+    """The expression for the module's parameter or buffer ``fqn`` (a state_dict key) inside ``forward``."""
+    if all(part.isidentifier() for part in fqn.split(".")):
+        return f"self.{fqn}"
+    return f"self.get_submodule({fqn.rpartition('.')[0]!r}).__getattr__({fqn.rpartition('.')[2]!r})"
+
+
 def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], *, title: str) -> str:
     """The candidate's source. ``configs[i]`` configures ``plan.groups[i]``."""
     graph = plan.graph
@@ -176,11 +183,7 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
     used = {v for n in graph.nodes for v in node_inputs(n)} | set(graph.outputs)
     for placeholder, fqn in graph.parameters.items():
         if placeholder in used:
-            if all(part.isidentifier() for part in fqn.split(".")):
-                body.append(f"{placeholder} = self.{fqn}")
-            else:
-                body.append(f"{placeholder} = self.get_submodule({fqn.rpartition('.')[0]!r})"
-                            f".__getattr__({fqn.rpartition('.')[2]!r})")
+            body.append(f"{placeholder} = {_state(fqn)}")
     defined: set[str] = set()  # symbolic sizes written so far
     for kind, ref in _schedule(plan):
         if kind == "group":
@@ -194,8 +197,11 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
                     defined.add(name)
                     body.append(f"{name} = {_symbol_expr(graph.symbols[name])}")
             body.append(f"{node.name} = {_aten_call(node)}")
-    outputs = ", ".join(graph.outputs)
-    body.append(f"return ({outputs},)" if graph.returns_tuple or len(graph.outputs) > 1 else f"return {outputs}")
+    for value, kind, target in graph.writes:  # written back in place, as the reference's forward does
+        body.append(f"{_state(target) if kind == 'buffer' else target}.copy_({value})")
+    returned = graph.returned
+    outputs = ", ".join(returned)
+    body.append(f"return ({outputs},)" if graph.returns_tuple or len(returned) > 1 else f"return {outputs}")
 
     summary = "\n".join(f"  - {line}" for line in plan.describe())
     code = [

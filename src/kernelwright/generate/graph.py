@@ -100,13 +100,22 @@ class ProblemGraph:
     inputs: list[str]  # the forward's tensor inputs, in order (placeholder names)
     input_positions: list[int]  # where each of them sits in the forward's argument list
     n_forward_args: int
-    outputs: list[str]  # the graph's output values, in order
+    outputs: list[str]  # the graph's output values, in order: what it returns and what it writes back
     module_prelude: str  # imports and constants of the problem module, as source
     init_source: str  # Model.__init__ (and helpers the class defines), renamed to ModelNew
     returns_tuple: bool  # forward returns a tuple/list (else one tensor)
     symbols: dict[str, Symbol] = field(default_factory=dict)  # sizes of a dynamic capture, in definition order
     dynamic: bool = False  # sizes were captured as symbols (else every size is a number)
     users: dict[str, list[str]] = field(default_factory=dict)
+    # Values the forward writes back rather than returns, as (value, "buffer" or "input", state_dict key or input
+    # name): a training-mode batch norm's running statistics, updated in place as PyTorch does.
+    writes: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def returned(self) -> list[str]:
+        """The values the forward returns, in order."""
+        written = {w[0] for w in self.writes}
+        return [o for o in self.outputs if o not in written]
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -351,13 +360,16 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
             ))
         elif fx_node.op == "output":
             outputs = [a.name for a in fx_node.args[0] if isinstance(a, torch.fx.Node)]
+    writes = tuple((spec.arg.name, "buffer" if spec.kind.name == "BUFFER_MUTATION" else "input", spec.target)
+                   for spec in signature.output_specs
+                   if spec.kind.name in ("BUFFER_MUTATION", "USER_INPUT_MUTATION") and hasattr(spec.arg, "name"))
     prelude, init_source = _model_source(problem)
     out_spec = getattr(exported.call_spec, "out_spec", None)
     returns_tuple = bool(out_spec is not None and getattr(out_spec, "type", None) in (tuple, list))
     graph = ProblemGraph(problem=problem, nodes=nodes, values=values, parameters=parameters, inputs=user_inputs,
                          input_positions=positions, n_forward_args=len(args), outputs=outputs,
                          module_prelude=prelude, init_source=init_source, returns_tuple=returns_tuple,
-                         symbols=symbols, dynamic=dynamic)
+                         symbols=symbols, dynamic=dynamic, writes=writes)
     graph.users = _users(nodes)
     return graph
 
