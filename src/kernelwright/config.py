@@ -1,24 +1,132 @@
-"""One configuration object, backed by ``KERNELWRIGHT_*`` environment variables, with a scoped override for tests.
+"""kernelwright's one configuration: every setting, where it is read from, and one precedence rule.
 
     from kernelwright.config import config
-    config.trials                      # 5, or $KERNELWRIGHT_TRIALS
+    config.trials                      # 5, or $KERNELWRIGHT_TRIALS, or kernelwright.toml's [kernelwright] trials
     with config.scope(trials=2):       # tests and callers override for a block
         ...
+    config.llm(model="deepseek-chat")  # the LLM endpoint, from the [llm] table (kernelwright.llm.settings)
 
-Precedence: ``scope()`` overrides, then the environment, then the default. Values are parsed on every read, so a
-changed environment is seen at once; a malformed variable is a :class:`ConfigError` naming the variable.
+Each setting is taken, highest first, from: an explicit value (a CLI flag, or ``config.scope()``), its environment
+variable (``KERNELWRIGHT_<NAME>``; ``KERNELWRIGHT_LLM_<NAME>`` for the ``[llm]`` table; an empty variable counts as
+unset), the ``kernelwright.toml`` of the working directory, then its default. ``kernelwright config`` prints every
+setting, its value and where it came from.
+
+    [kernelwright]        # the general settings (KNOBS)
+    trials = 8
+    cache_dir = "/scratch/kernelwright"
+    [llm]                 # the LLM generator (LLM_SETTINGS); API keys are read from the environment only
+    model = "deepseek-chat"
+
+Values are read afresh on every access (the file is parsed again only when it changes), so a changed environment is
+seen at once. A malformed value is a one-line :class:`ConfigError` naming the variable, or the file and key, and the
+fix.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
+import json
+import logging
+import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import urlsplit
 
 from kernelwright.errors import ConfigError
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+if TYPE_CHECKING:
+    from kernelwright.llm.settings import LLMSettings
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE_NAME = "kernelwright.toml"
+GENERAL_TABLE = "kernelwright"
+LLM_TABLE = "llm"
+DEFAULT = "default"  # the source of a value nobody set
+
+# -- values: each parser takes a variable's text or a toml value and says in its ValueError what it expected --------
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("expected a non-empty string")
+    return value.strip()
+
+
+def path(value: Any) -> Path:
+    """A folder or file; relative to the working directory (where kernelwright.toml is found), ``~`` expanded."""
+    return Path(text(value)).expanduser().absolute()
+
+
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = value.strip().lower() if isinstance(value, str) else None
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected one of 1/0/true/false/yes/no/on/off")
+
+
+def number(low: float | None = None, *, strict: bool = False) -> Callable[[Any], float]:
+    """A float (``"1.5"`` from a variable, ``1.5`` or ``2`` from toml), at least ``low`` (above it if ``strict``)."""
+
+    def parse(value: Any) -> float:
+        try:
+            result = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            result = math.nan
+        if math.isnan(result):
+            raise ValueError("expected a number")
+        if low is not None and (result < low or (strict and result == low)):
+            raise ValueError(f"expected a number {'>' if strict else '>='} {low:g}")
+        return result
+
+    return parse
+
+
+def integer(low: int | None = None) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        try:
+            result = None if isinstance(value, (bool, float)) else int(value)
+        except (TypeError, ValueError):
+            result = None
+        if result is None:
+            raise ValueError("expected an integer")
+        if low is not None and result < low:
+            raise ValueError(f"expected an integer >= {low}")
+        return result
+
+    return parse
+
+
+def choice(*options: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word not in options:
+            raise ValueError(f"expected one of {', '.join(options)}")
+        return word
+
+    return parse
+
+
+def http_url(value: Any) -> str:
+    url = text(value)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("it is not an http(s) URL: give e.g. http://localhost:8000/v1")
+    return url.rstrip("/")
 
 
 def _default_cache_dir() -> Path:
@@ -26,73 +134,190 @@ def _default_cache_dir() -> Path:
     return Path(base) / "kernelwright"
 
 
-def _parse_bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"expected one of 1/0/true/false/yes/no/on/off, got {raw!r}")
+# -- the settings ------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Knob:
+class Setting:
     name: str
-    parse: Callable[[str], Any]
-    default: Any
+    parse: Callable[[Any], Any]
+    default: Any  # a value, or a function of no arguments that computes it when read
     doc: str
+    table: str = GENERAL_TABLE
 
     @property
     def env(self) -> str:
-        return "KERNELWRIGHT_" + self.name.upper()
+        prefix = "KERNELWRIGHT_" if self.table == GENERAL_TABLE else f"KERNELWRIGHT_{self.table.upper()}_"
+        return prefix + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
 
     def default_value(self) -> Any:
         return self.default() if callable(self.default) and not isinstance(self.default, type) else self.default
 
 
-KNOBS: dict[str, Knob] = {
-    knob.name: knob
-    for knob in (
-        Knob("cache_dir", Path, _default_cache_dir, "content-hashed cache (calibration, builds, decoys)"),
-        Knob("device", str, "auto", "where candidates run: auto, cpu or cuda"),
-        Knob("trials", int, 5, "correctness trials with fresh random inputs (at least 5 are always run)"),
-        Knob("tolerance_factor", float, 8.0, "a candidate's error may be this multiple of PyTorch's own error"),
-        Knob("timeout_s", float, 600.0, "wall-clock limit for one isolated child process"),
-        Knob("timing_min_reps", int, 20, "fewest timed repetitions"),
-        Knob("timing_max_reps", int, 2000, "most timed repetitions"),
-        Knob("timing_target_ms", float, 600.0, "aim for this much timed work per measurement"),
-        Knob("timing_warmup_ms", float, 100.0, "warm-up time before measuring"),
-        Knob("input_sets", int, 4, "input sets rotated among timed calls"),
-        Knob("keep_workdir", _parse_bool, False, "keep the verifier's scratch directories for inspection"),
-        Knob("cpu_max_elements", int, 1 << 18,
-             "without a GPU, problems whose inputs hold more elements are checked at reduced sizes"),
-        Knob("child_memory_gb", float, 0.0,
-             "address-space limit for CPU-only children (0: three quarters of this machine's memory; <0: none)"),
-        Knob("arch", str, "sm_90a", "arch whose instructions are summarised when no GPU is present"),
-    )
-}
+def _table(*settings: Setting) -> dict[str, Setting]:
+    return {setting.name: setting for setting in settings}
+
+
+KNOBS: dict[str, Setting] = _table(
+    Setting("cache_dir", path, _default_cache_dir, "content-hashed cache (calibration, builds, decoys, runs)"),
+    Setting("device", choice("auto", "cpu", "cuda"), "auto", "where candidates run: auto, cpu or cuda"),
+    Setting("trials", integer(1), 5, "correctness trials with fresh random inputs (at least 5 are always run)"),
+    Setting("tolerance_factor", number(0, strict=True), 8.0,
+            "a candidate's error may be this multiple of PyTorch's own error"),
+    Setting("timeout_s", number(0, strict=True), 600.0, "wall-clock limit for one isolated child process"),
+    Setting("timing_min_reps", integer(1), 20, "fewest timed repetitions"),
+    Setting("timing_max_reps", integer(1), 2000, "most timed repetitions"),
+    Setting("timing_target_ms", number(0, strict=True), 600.0, "aim for this much timed work per measurement"),
+    Setting("timing_warmup_ms", number(0), 100.0, "warm-up time before measuring"),
+    Setting("input_sets", integer(1), 4, "input sets rotated among timed calls"),
+    Setting("keep_workdir", boolean, False, "keep the verifier's scratch directories for inspection"),
+    Setting("cpu_max_elements", integer(1), 1 << 18,
+            "without a GPU, problems whose inputs hold more elements are checked at reduced sizes"),
+    Setting("child_memory_gb", number(), 0.0,
+            "address-space limit for CPU-only children (0: three quarters of this machine's memory; <0: none)"),
+    Setting("arch", text, "sm_90a", "arch whose instructions are summarised when no GPU is present"),
+)
+
+_llm = functools.partial(Setting, table=LLM_TABLE)
+LLM_SETTINGS: dict[str, Setting] = _table(
+    _llm("model", text, "deepseek-reasoner", "model name"),
+    _llm("base_url", http_url, "https://api.deepseek.com", "OpenAI-compatible server"),
+    _llm("api_key_env", text, None, "the variable holding the API key (unset: DEEPSEEK_API_KEY for DeepSeek's "
+                                    "host, OPENAI_API_KEY for any other); keys are never read from a file"),
+    _llm("timeout_s", number(0, strict=True), 600.0,
+         "per attempt; DeepSeek-R1 can think for minutes before its first byte"),
+    _llm("max_in_flight", integer(1), 8, "requests at once"),
+    _llm("max_retries", integer(0), 5, "retries after the first attempt, for 429, 5xx, timeouts and connection errors"),
+    _llm("backoff_s", number(0), 2.0, "base of the exponential backoff: about 2, 4, 8 ... seconds, jittered"),
+    _llm("temperature", number(0), None, "sampling temperature (unset: the server's default)"),
+    _llm("max_tokens", integer(1), None, "completion tokens per call (unset: the server's default)"),
+    _llm("price_prompt_per_mtok", number(0), None, "USD per million prompt tokens (unset: the built-in table's)"),
+    _llm("price_completion_per_mtok", number(0), None, "USD per million completion tokens (unset: likewise)"),
+)
+
+TABLES: dict[str, dict[str, Setting]] = {GENERAL_TABLE: KNOBS, LLM_TABLE: LLM_SETTINGS}
+
+
+class Resolved(NamedTuple):
+    value: Any
+    source: str  # "flag --model", "scope", the variable's name, the file's path, or DEFAULT
+
+
+def parse_value(setting: Setting, raw: Any, where: str, fix: str) -> Any:
+    """``setting``'s value from ``raw``, or a one-line ConfigError: '<where> is not valid (<why>); <fix>'."""
+    try:
+        return setting.parse(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where} is not valid ({exc}); {fix}") from None
+
+
+# -- the file ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    path: Path | None  # None: no file applies
+    data: Mapping[str, Any]
+
+    def table(self, name: str) -> Mapping[str, Any]:
+        table = self.data.get(name, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{self.path}: '{name}' must be a table ([{name}]); fix the file")
+        return table
+
+
+def find_file(config_file: Path | None = None, cwd: Path | None = None) -> ConfigFile:
+    """``config_file`` (which must exist), else ``kernelwright.toml`` in ``cwd`` (the working directory) if there."""
+    if config_file is None:
+        try:
+            config_file = (Path.cwd() if cwd is None else cwd) / CONFIG_FILE_NAME
+        except OSError:  # the working directory was removed: no file applies
+            return ConfigFile(None, {})
+        if not config_file.is_file():
+            return ConfigFile(None, {})
+    try:
+        stat = config_file.stat()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {config_file}: {exc.strerror or exc}; check the path") from None
+    return ConfigFile(config_file, _load(str(config_file), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(file: str, mtime_ns: int, size: int) -> Mapping[str, Any]:
+    """The parsed file, kept while its modification time and size stay the same."""
+    try:
+        data = tomllib.loads(Path(file).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file}: {exc.strerror or exc}; check the path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file} is not valid TOML ({exc}); fix the file") from None
+    ignored = sorted(set(data) - set(TABLES))
+    if ignored:  # not an error: files written before the [kernelwright] table keep working
+        log.warning("%s: %s ignored; kernelwright reads the tables [%s]", file, ", ".join(ignored),
+                    "] and [".join(TABLES))
+    return data
+
+
+def _file_values(table: str, file: ConfigFile) -> dict[str, Resolved]:
+    settings, given = TABLES[table], file.table(table)
+    unknown = sorted(set(given) - set(settings))
+    if unknown:
+        raise ConfigError(f"{file.path}: unknown [{table}] key(s) {', '.join(unknown)}; known: {', '.join(settings)}")
+    return {
+        name: Resolved(parse_value(settings[name], value, f"{file.path}: [{table}] {name} = {value!r}",
+                                   "fix the file"), str(file.path))
+        for name, value in given.items()
+    }
+
+
+def _resolve(setting: Setting, from_file: Mapping[str, Resolved], environ: Mapping[str, str],
+             flag: Any = None) -> Resolved:
+    """The one precedence rule: the flag, the variable, the file, the default."""
+    if flag is not None:
+        return Resolved(parse_value(setting, flag, f"{setting.flag} {flag!r}", "fix the flag"), "flag " + setting.flag)
+    raw = environ.get(setting.env, "").strip()
+    if raw:
+        return Resolved(parse_value(setting, raw, f"{setting.env}={raw!r}", "unset it or fix its value"), setting.env)
+    return from_file.get(setting.name) or Resolved(setting.default_value(), DEFAULT)
+
+
+def resolve_table(table: str, *, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+                  file: ConfigFile | None = None) -> dict[str, Resolved]:
+    """Every setting of ``table`` with where it came from; ``flags`` (None: not given) > ``environ`` > ``file``
+    (default: the working directory's) > defaults. The whole file table is checked, even values set elsewhere."""
+    from_file = _file_values(table, find_file() if file is None else file)
+    env = os.environ if environ is None else environ
+    return {name: _resolve(setting, from_file, env, (flags or {}).get(name))
+            for name, setting in TABLES[table].items()}
+
+
+# -- the object --------------------------------------------------------------------------------------------------
 
 
 class Config:
-    """Read settings as attributes; see :data:`KNOBS` for names, variables and defaults."""
+    """Read the ``[kernelwright]`` settings as attributes (see :data:`KNOBS`); ``llm()`` for the ``[llm]`` table."""
 
     def __init__(self) -> None:
         self._layers: list[dict[str, Any]] = []
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.resolve(name).value
+
+    def resolve(self, name: str) -> Resolved:
+        """The value of setting ``name`` and where it came from."""
         knob = KNOBS.get(name)
         if knob is None:
             raise AttributeError(f"kernelwright has no setting {name!r}; known: {', '.join(sorted(KNOBS))}")
         for layer in reversed(self._layers):
             if name in layer:
-                return layer[name]
-        raw = os.environ.get(knob.env)
-        if raw is None:
-            return knob.default_value()
-        try:
-            return knob.parse(raw)
-        except ValueError as exc:
-            raise ConfigError(f"{knob.env}={raw!r} is not valid ({exc}); unset it or fix its value") from None
+                return Resolved(layer[name], "scope")
+        return _resolve(knob, _file_values(GENERAL_TABLE, find_file()), os.environ)
 
     @contextlib.contextmanager
     def scope(self, **values: Any) -> Iterator[Config]:
@@ -109,5 +334,42 @@ class Config:
         """(name, variable, current value, doc) for every setting."""
         return [(k.name, k.env, getattr(self, k.name), k.doc) for k in KNOBS.values()]
 
+    def llm(self, *, model: str | None = None, base_url: str | None = None, **where: Any) -> LLMSettings:
+        """The LLM endpoint from the ``[llm]`` table and the flags ``--model``/``--base-url``; a ConfigError when it
+        cannot be used (no key). ``where``: ``config_file``, ``environ``, ``cwd`` (tests)."""
+        from kernelwright.llm.settings import resolve_settings
+
+        return resolve_settings(model=model, base_url=base_url, **where)
+
 
 config = Config()
+
+# -- `kernelwright config` ---------------------------------------------------------------------------------------
+
+HELP = "print every setting, its value and where it came from (flag, environment, kernelwright.toml or default)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="as optimize's --model: show the [llm] settings with it")
+    p.add_argument("--base-url", default=None, help="as optimize's --base-url")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The settings as a kernelwright.toml, each line commented with its source; never an API key."""
+    from kernelwright.llm.settings import key_status, resolve_llm_table
+    from kernelwright.search.db import _redact_url
+
+    file = find_file()
+    llm = resolve_llm_table(model=args.model, base_url=args.base_url, file=file)
+    tables = {GENERAL_TABLE: {name: config.resolve(name) for name in KNOBS}, LLM_TABLE: llm}
+    print(f"# {file.path}" if file.path else f"# no {CONFIG_FILE_NAME} in {Path.cwd()}: defaults and environment")
+    for table, values in tables.items():
+        print(f"\n[{table}]")
+        for name, (value, source) in values.items():
+            if table == LLM_TABLE and name == "base_url":
+                value = _redact_url(value)
+            shown = json.dumps(str(value) if isinstance(value, Path) else value)
+            line = f"{name} = {shown}" if value is not None else f"# {name} unset"
+            print(f"{line:<48} # {source}")
+    print(f"# API key: {key_status(llm['base_url'].value, llm['api_key_env'].value, os.environ)}")
+    return 0

@@ -1,15 +1,16 @@
-"""Where the LLM generator sends its requests, with which key, and how patiently.
+"""Where the LLM generator sends its requests, with which key, and how patiently: the ``[llm]`` table of
+:mod:`kernelwright.config` (its settings, parsers and precedence are there; this module adds the key and prices).
 
-    settings = resolve_settings(model="deepseek-chat")   # flags from the CLI; None = not given
+    settings = config.llm(model="deepseek-chat")   # flags from the CLI; None = not given (or resolve_settings)
     settings.describe()   # 'deepseek-chat at https://api.deepseek.com, key from DEEPSEEK_API_KEY, ...'
 
-Precedence, highest first: the arguments (CLI flags), the environment (``KERNELWRIGHT_LLM_MODEL``,
-``KERNELWRIGHT_LLM_BASE_URL``, ``KERNELWRIGHT_LLM_TIMEOUT_S``, ``KERNELWRIGHT_LLM_MAX_IN_FLIGHT``), the ``[llm]``
-table of ``kernelwright.toml``, then the defaults (DeepSeek-R1 through DeepSeek's own API).
+Precedence, highest first: the arguments (CLI flags), the environment (``KERNELWRIGHT_LLM_<NAME>`` for every
+setting: ``KERNELWRIGHT_LLM_MODEL``, ``KERNELWRIGHT_LLM_BASE_URL``, ``KERNELWRIGHT_LLM_TIMEOUT_S``, ...), the
+``[llm]`` table of ``kernelwright.toml``, then the defaults (DeepSeek-R1 through DeepSeek's own API).
 
 API keys are read from the environment only, never from a file that might be committed: the variable named by
-``api_key_env`` in the toml, else ``DEEPSEEK_API_KEY`` for DeepSeek's host and ``OPENAI_API_KEY`` for any other
-(never one provider's key sent to another). A server on this machine (vLLM, the test server) needs no key: it gets
+``api_key_env``, else ``DEEPSEEK_API_KEY`` for DeepSeek's host and ``OPENAI_API_KEY`` for any other (never one
+provider's key sent to another). A server on this machine (vLLM, the test server) needs no key: it gets
 ``OPENAI_API_KEY`` if set (how vLLM's ``--api-key`` is usually passed), else the placeholder ``EMPTY``, and never
 ``DEEPSEEK_API_KEY``.
 """
@@ -18,22 +19,27 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from kernelwright.config import (
+    CONFIG_FILE_NAME,
+    DEFAULT,
+    LLM_SETTINGS,
+    LLM_TABLE,
+    ConfigFile,
+    Resolved,
+    find_file,
+    parse_value,
+    resolve_table,
+)
 from kernelwright.errors import ConfigError
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
-DEFAULT_MODEL = "deepseek-reasoner"
-DEFAULT_BASE_URL = "https://api.deepseek.com"
-CONFIG_FILE_NAME = "kernelwright.toml"
+DEFAULT_MODEL: str = LLM_SETTINGS["model"].default
+DEFAULT_BASE_URL: str = LLM_SETTINGS["base_url"].default
 
 LOCAL_API_KEY = "EMPTY"  # what vLLM's documentation sends when the server was started without --api-key
 LOCAL_KEY_SOURCE = "none (local server)"
@@ -52,32 +58,35 @@ KNOWN_PRICES: dict[tuple[str, str], tuple[float, float]] = {
 }
 
 
+def _default(name: str) -> Any:
+    """The ``[llm]`` table's default for ``name``: written once, in kernelwright.config."""
+    return LLM_SETTINGS[name].default
+
+
 @dataclass(frozen=True, kw_only=True)
 class LLMSettings:
-    """One endpoint and how to call it. ``api_key`` never appears in ``repr`` or :meth:`describe`."""
+    """One endpoint and how to call it. ``api_key`` never appears in ``repr`` or :meth:`describe`. What the other
+    fields mean, their defaults and their checks: :data:`kernelwright.config.LLM_SETTINGS`."""
 
     model: str
     base_url: str
     api_key: str = field(repr=False)
     key_source: str  # the variable the key came from, or LOCAL_KEY_SOURCE
-    timeout_s: float = 600.0  # per attempt; DeepSeek-R1 can think for minutes before its first byte
-    max_in_flight: int = 8
-    max_retries: int = 5  # retries after the first attempt, for 429, 5xx, timeouts and connection errors
-    backoff_s: float = 2.0  # base of the exponential backoff: about 2, 4, 8 ... seconds, jittered
-    temperature: float | None = None  # None: the server's default
-    max_tokens: int | None = None  # None: the server's default
-    price_prompt_per_mtok: float | None = None  # USD per million tokens; None: unknown, no cost reported
-    price_completion_per_mtok: float | None = None
+    timeout_s: float = _default("timeout_s")
+    max_in_flight: int = _default("max_in_flight")
+    max_retries: int = _default("max_retries")
+    backoff_s: float = _default("backoff_s")
+    temperature: float | None = _default("temperature")
+    max_tokens: int | None = _default("max_tokens")
+    price_prompt_per_mtok: float | None = _default("price_prompt_per_mtok")
+    price_completion_per_mtok: float | None = _default("price_completion_per_mtok")
 
     def __post_init__(self) -> None:
-        if self.timeout_s <= 0:
-            raise ConfigError(f"LLM timeout_s must be positive, got {self.timeout_s}")
-        if self.max_in_flight < 1:
-            raise ConfigError(f"LLM max_in_flight must be at least 1, got {self.max_in_flight}")
-        if self.max_retries < 0:
-            raise ConfigError(f"LLM max_retries must be 0 or more, got {self.max_retries}")
-        if self.backoff_s < 0:
-            raise ConfigError(f"LLM backoff_s must be 0 or more, got {self.backoff_s}")
+        for name in ("timeout_s", "max_in_flight", "max_retries", "backoff_s", "temperature", "max_tokens",
+                     "price_prompt_per_mtok", "price_completion_per_mtok"):
+            value = getattr(self, name)
+            if value is not None:  # the same checks as a value from the file or the environment
+                parse_value(LLM_SETTINGS[name], value, f"LLM {name} {value!r}", "fix the value")
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         """What a call with these token counts cost, or None when either price is unknown."""
@@ -99,59 +108,6 @@ class LLMSettings:
         )
 
 
-@dataclass(frozen=True)
-class _Option:
-    """One ``[llm]`` setting: how to read it and which environment variable (if any) overrides the file."""
-
-    parse: Callable[[Any], Any]
-    env: str | None = None
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("expected a non-empty string")
-    return value.strip()
-
-
-def _number(low: float, *, strict: bool) -> Callable[[Any], float]:
-    def parse(value: Any) -> float:
-        if isinstance(value, bool):
-            raise ValueError("expected a number")
-        number = float(value)  # "1.5" from the environment, 1.5 or 2 from toml
-        if number < low or (strict and number == low):
-            raise ValueError(f"expected a number {'>' if strict else '>='} {low:g}")
-        return number
-
-    return parse
-
-
-def _integer(low: int) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        if isinstance(value, (bool, float)):
-            raise ValueError("expected an integer")
-        number = int(value)
-        if number < low:
-            raise ValueError(f"expected an integer >= {low}")
-        return number
-
-    return parse
-
-
-_OPTIONS: dict[str, _Option] = {
-    "model": _Option(_text, "KERNELWRIGHT_LLM_MODEL"),
-    "base_url": _Option(_text, "KERNELWRIGHT_LLM_BASE_URL"),
-    "api_key_env": _Option(_text),
-    "timeout_s": _Option(_number(0.0, strict=True), "KERNELWRIGHT_LLM_TIMEOUT_S"),
-    "max_in_flight": _Option(_integer(1), "KERNELWRIGHT_LLM_MAX_IN_FLIGHT"),
-    "max_retries": _Option(_integer(0)),
-    "backoff_s": _Option(_number(0.0, strict=False)),
-    "temperature": _Option(_number(0.0, strict=False)),
-    "max_tokens": _Option(_integer(1)),
-    "price_prompt_per_mtok": _Option(_number(0.0, strict=False)),
-    "price_completion_per_mtok": _Option(_number(0.0, strict=False)),
-}
-
-
 def resolve_settings(
     *,
     model: str | None = None,
@@ -165,71 +121,29 @@ def resolve_settings(
     ``config_file`` must exist when given; otherwise ``cwd/kernelwright.toml`` is read if present.
     """
     env = os.environ if environ is None else environ
-    values = _read_config_file(config_file, cwd)
-    for name, option in _OPTIONS.items():
-        raw = env.get(option.env, "").strip() if option.env else ""
-        if raw:  # an empty variable counts as unset, so `export KERNELWRIGHT_LLM_MODEL=` clears it
-            values[name] = _parse(option, raw, f"{option.env}={raw!r}", "unset it or fix its value")
-    for name, flag in (("model", model), ("base_url", base_url)):
-        if flag is not None:
-            values[name] = _parse(
-                _OPTIONS[name], flag, f"--{name.replace('_', '-')} {flag!r}", "fix the flag"
-            )
-
-    url = _check_url(values.get("base_url", DEFAULT_BASE_URL))
-    chosen_model = values.get("model", DEFAULT_MODEL)
-    api_key, key_source = _find_key(url, values.get("api_key_env"), env)
-    prompt_price, completion_price = KNOWN_PRICES.get((_host(url), chosen_model), (None, None))
-    values.setdefault("price_prompt_per_mtok", prompt_price)
-    values.setdefault("price_completion_per_mtok", completion_price)
-    for name in ("model", "base_url", "api_key_env"):
-        values.pop(name, None)
+    resolved = resolve_llm_table(model=model, base_url=base_url, environ=env, file=find_file(config_file, cwd))
+    values = {name: value for name, (value, _) in resolved.items()}
+    url, chosen_model, api_key_env = values.pop("base_url"), values.pop("model"), values.pop("api_key_env")
+    api_key, key_source = _find_key(url, api_key_env, env, named_by=resolved["api_key_env"].source)
     return LLMSettings(model=chosen_model, base_url=url, api_key=api_key, key_source=key_source, **values)
 
 
-def _parse(option: _Option, raw: Any, where: str, fix: str) -> Any:
-    try:
-        return option.parse(raw)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where} is not valid ({exc}); {fix}") from None
-
-
-def _read_config_file(config_file: Path | None, cwd: Path | None) -> dict[str, Any]:
-    """The parsed ``[llm]`` table, or {} when no file applies."""
-    if config_file is None:
-        config_file = (Path.cwd() if cwd is None else cwd) / CONFIG_FILE_NAME
-        if not config_file.is_file():
-            return {}
-    try:
-        data = tomllib.loads(config_file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read {config_file}: {exc.strerror or exc}; check the path") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{config_file} is not valid TOML ({exc}); fix the file") from None
-    table = data.get("llm", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{config_file}: 'llm' must be a table ([llm]); fix the file")
-    if "api_key" in table:
+def resolve_llm_table(*, model: str | None = None, base_url: str | None = None,
+                      environ: Mapping[str, str] | None = None, file: ConfigFile | None = None) -> dict[str, Resolved]:
+    """The ``[llm]`` table through :func:`kernelwright.config.resolve_table`, with the built-in prices for the
+    chosen host and model where none are set; no key is looked up."""
+    file = find_file() if file is None else file
+    if "api_key" in file.table(LLM_TABLE):
         raise ConfigError(
-            f"{config_file}: [llm] api_key is not read from files (they get committed); "
+            f"{file.path}: [llm] api_key is not read from files (they get committed); "
             "export the key and name its variable with api_key_env"
         )
-    unknown = sorted(set(table) - set(_OPTIONS))
-    if unknown:
-        raise ConfigError(
-            f"{config_file}: unknown [llm] key(s) {', '.join(unknown)}; known: {', '.join(_OPTIONS)}"
-        )
-    return {
-        name: _parse(_OPTIONS[name], value, f"{config_file}: [llm] {name} = {value!r}", "fix the file")
-        for name, value in table.items()
-    }
-
-
-def _check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"LLM base URL {url!r} is not an http(s) URL; give e.g. http://localhost:8000/v1")
-    return url.rstrip("/")
+    resolved = resolve_table(LLM_TABLE, flags={"model": model, "base_url": base_url}, environ=environ, file=file)
+    known = KNOWN_PRICES.get((_host(resolved["base_url"].value), resolved["model"].value))
+    for name, price in zip(("price_prompt_per_mtok", "price_completion_per_mtok"), known or ()):
+        if resolved[name].source == DEFAULT:
+            resolved[name] = Resolved(price, "built-in price table")
+    return resolved
 
 
 def _host(url: str) -> str:
@@ -253,30 +167,40 @@ def is_local(url: str) -> bool:
     return address.is_loopback or address.is_unspecified
 
 
-def _find_key(url: str, api_key_env: str | None, env: Mapping[str, str]) -> tuple[str, str]:
-    """(key, the variable it came from). A local server gets the placeholder unless a key is set for it."""
+def _key_variable(url: str, api_key_env: str | None) -> str:
+    """The one variable the key for ``url`` is read from."""
     if api_key_env:
-        candidates = [api_key_env]
-    elif is_local(url):
+        return api_key_env
+    if is_local(url):
         # vLLM started with --api-key is usually given the token as OPENAI_API_KEY; a DeepSeek key never is.
-        candidates = [OPENAI_KEY_ENV]
-    elif _is_deepseek(url):
-        # No cross-provider fallback: a key goes only to the provider it was made for.
-        candidates = [DEEPSEEK_KEY_ENV]
-    else:
-        candidates = [OPENAI_KEY_ENV]
-    for name in candidates:
-        value = env.get(name, "").strip()
-        if value:
-            from kernelwright.isolation.process import register_secret
+        return OPENAI_KEY_ENV
+    # No cross-provider fallback: a key goes only to the provider it was made for.
+    return DEEPSEEK_KEY_ENV if _is_deepseek(url) else OPENAI_KEY_ENV
 
-            register_secret(name)  # whatever its name, it never reaches the verifier's children
-            return value, name
+
+def key_status(url: str, api_key_env: str | None, env: Mapping[str, str]) -> str:
+    """Which variable the key would come from and whether it is set (``kernelwright config``); never the key."""
+    name = _key_variable(url, api_key_env)
+    if env.get(name, "").strip():
+        return f"from {name} (set)"
+    return f"from {name} (not set{'; a local server needs none' if is_local(url) else ''})"
+
+
+def _find_key(url: str, api_key_env: str | None, env: Mapping[str, str], *, named_by: str) -> tuple[str, str]:
+    """(key, the variable it came from). A local server gets the placeholder unless a key is set for it.
+    ``named_by``: where ``api_key_env`` was set (the file, or the variable), for the error."""
+    name = _key_variable(url, api_key_env)
+    value = env.get(name, "").strip()
+    if value:
+        from kernelwright.isolation.process import register_secret
+
+        register_secret(name)  # whatever its name, it never reaches the verifier's children
+        return value, name
     if is_local(url):
         return LOCAL_API_KEY, LOCAL_KEY_SOURCE
     if api_key_env:
         raise ConfigError(
-            f"no API key for {url}: kernelwright.toml names {api_key_env} as its variable, but it is not set; "
+            f"no API key for {url}: {named_by} names {api_key_env} as its variable, but it is not set; "
             f"export {api_key_env}, or use --generator templates"
         )
     if _is_deepseek(url):

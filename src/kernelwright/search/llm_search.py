@@ -454,10 +454,10 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
         strat = make_strategy(strategy, samples, seed=seed)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
+    from kernelwright.config import config
     from kernelwright.llm.client import LLMClient
-    from kernelwright.llm.settings import resolve_settings
 
-    settings = resolve_settings(model=model, base_url=base_url)  # ConfigError (one line) without a key
+    settings = config.llm(model=model, base_url=base_url)  # ConfigError (one line) without a key
     # No single call may outlive the whole budget: a call abandoned at the deadline still holds its thread (and
     # the interpreter's exit) until it times out.
     settings = replace(settings, timeout_s=min(settings.timeout_s, max(30.0, budget_s)))
