@@ -30,7 +30,7 @@ COMMANDS: dict[str, str] = {
     "runs": "kernelwright.search.runs_cli",
     "export": "kernelwright.export.cli",
     "bench": "kernelwright.bench.cli",
-    "config": "kernelwright.config",  # the settings and where each came from
+    "config": "kernelwright.config_cli",
 }
 
 EXIT_BAD_INPUT = 2

@@ -24,10 +24,8 @@ fix.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
-import json
 import logging
 import math
 import os
@@ -35,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from kernelwright.errors import ConfigError
 
@@ -127,6 +125,32 @@ def http_url(value: Any) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("it is not an http(s) URL: give e.g. http://localhost:8000/v1")
     return url.rstrip("/")
+
+
+_SECRET_WORDS = ("key", "token", "secret", "auth")
+
+
+def redact_url(url: str | None) -> str | None:
+    """Drop credentials a base URL may carry (``https://user:key@host``, ``?api_key=...``): for anything written
+    down (run databases, error messages, ``kernelwright config``)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                       if not any(word in k.lower() for word in _SECRET_WORDS)])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials :func:`redact_url` drops, as they appear in text (to scrub a server's or a library's
+    message that quotes the URL)."""
+    if not url:
+        return []
+    parts = urlsplit(url)
+    found = [parts.netloc.rsplit("@", 1)[0]] if "@" in parts.netloc else []
+    found += [v for k, v in parse_qsl(parts.query) if v and any(word in k.lower() for word in _SECRET_WORDS)]
+    return found
 
 
 def _default_cache_dir() -> Path:
@@ -343,33 +367,3 @@ class Config:
 
 
 config = Config()
-
-# -- `kernelwright config` ---------------------------------------------------------------------------------------
-
-HELP = "print every setting, its value and where it came from (flag, environment, kernelwright.toml or default)"
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="as optimize's --model: show the [llm] settings with it")
-    p.add_argument("--base-url", default=None, help="as optimize's --base-url")
-
-
-def run(args: argparse.Namespace) -> int:
-    """The settings as a kernelwright.toml, each line commented with its source; never an API key."""
-    from kernelwright.llm.settings import key_status, resolve_llm_table
-    from kernelwright.search.db import _redact_url
-
-    file = find_file()
-    llm = resolve_llm_table(model=args.model, base_url=args.base_url, file=file)
-    tables = {GENERAL_TABLE: {name: config.resolve(name) for name in KNOBS}, LLM_TABLE: llm}
-    print(f"# {file.path}" if file.path else f"# no {CONFIG_FILE_NAME} in {Path.cwd()}: defaults and environment")
-    for table, values in tables.items():
-        print(f"\n[{table}]")
-        for name, (value, source) in values.items():
-            if table == LLM_TABLE and name == "base_url":
-                value = _redact_url(value)
-            shown = json.dumps(str(value) if isinstance(value, Path) else value)
-            line = f"{name} = {shown}" if value is not None else f"# {name} unset"
-            print(f"{line:<48} # {source}")
-    print(f"# API key: {key_status(llm['base_url'].value, llm['api_key_env'].value, os.environ)}")
-    return 0

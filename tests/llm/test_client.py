@@ -374,3 +374,14 @@ def test_a_key_in_a_plainly_named_variable_never_reaches_a_verifier_child(tmp_pa
     assert resolve_settings(config_file=named).api_key == "sk-plainly-named-0123"
     env = scrubbed_environment()
     assert "MY_LLM" not in env and "MY_LLM_COPY" not in env  # ... but once it holds the LLM's key it is scrubbed
+
+
+def test_credentials_in_the_base_url_stay_out_of_error_messages_and_descriptions(fake_llm):
+    # The message is stored in the run database (llm_calls.error): a user:key@host URL must not put the key there.
+    server = fake_llm([Reply(status=404, content="no such model")])
+    url = server.base_url.replace("http://", "http://user:sk-in-url@") + "?api_key=sk-in-query"
+    settings = _settings(server, base_url=url)
+    with LLMClient(settings, sleep=lambda s: None) as client, pytest.raises(LLMError) as caught:
+        client.complete(MESSAGES)
+    for text in (str(caught.value), settings.describe()):
+        assert "sk-in-url" not in text and "sk-in-query" not in text and "127.0.0.1" in text

@@ -27,6 +27,7 @@ from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any
 
+from kernelwright.config import redact_url, url_secrets
 from kernelwright.errors import ConfigError
 from kernelwright.llm.settings import LOCAL_API_KEY, LLMSettings
 
@@ -337,7 +338,7 @@ class LLMClient:
                 status=status,
                 fatal=True,
                 fix=f"check the model name ({settings.model}) and the base URL "
-                f"({settings.base_url}; OpenAI-compatible servers usually end in /v1)",
+                f"({redact_url(settings.base_url)}; OpenAI-compatible servers usually end in /v1)",
             )
         return _Failure(what, retry=False, status=status)
 
@@ -351,6 +352,8 @@ class LLMClient:
         key = self.settings.api_key
         if key and key != LOCAL_API_KEY:
             text = text.replace(key, "<api key>")
+        for secret in url_secrets(self.settings.base_url):  # a URL the message quotes, with its credentials
+            text = text.replace(secret, "<redacted>")
         text = " ".join(text.split())
         return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 3] + "..."
 
@@ -358,7 +361,8 @@ class LLMClient:
         call = f"LLM call {tag!r}" if tag else "LLM call"
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
         fix = f"; {failure.fix}" if failure.fix else ""
-        return f"{call} to {self.settings.model} at {self.settings.base_url} failed after {tries}: {failure.what}{fix}"
+        where = redact_url(self.settings.base_url)  # the message is stored (llm_calls.error): no credentials in it
+        return f"{call} to {self.settings.model} at {where} failed after {tries}: {failure.what}{fix}"
 
     def _completion(self, response: Any, *, latency_s: float, attempts: int) -> Completion:
         choice = response.choices[0]

@@ -34,6 +34,7 @@ from kernelwright.config import (
     Resolved,
     find_file,
     parse_value,
+    redact_url,
     resolve_table,
 )
 from kernelwright.errors import ConfigError
@@ -103,7 +104,8 @@ class LLMSettings:
         else:
             prices = f"${self.price_prompt_per_mtok:g}/${self.price_completion_per_mtok:g} per Mtok in/out"
         return (
-            f"{self.model} at {self.base_url}, key from {self.key_source}, timeout {self.timeout_s:g} s, "
+            f"{self.model} at {redact_url(self.base_url)}, key from {self.key_source}, "
+            f"timeout {self.timeout_s:g} s, "
             f"{self.max_in_flight} in flight, {self.max_retries} retries, {prices}"
         )
 

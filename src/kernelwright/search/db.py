@@ -41,8 +41,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from kernelwright.config import redact_url
 from kernelwright.errors import InputError
 from kernelwright.search.db_schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -222,17 +222,6 @@ def _process_alive(pid: int, start: str | None) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _redact_url(url: str | None) -> str | None:
-    """Drop credentials a base URL may carry (``https://user:key@host``, ``?api_key=...``)."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                       if not any(word in k.lower() for word in ("key", "token", "secret", "auth"))])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _median_ms(verdict_json: Mapping[str, Any]) -> float | None:
@@ -595,7 +584,7 @@ class RunDB:
                 "INSERT INTO llm_calls (run_id, tag, model, base_url, messages_json, response_text, reasoning_text, "
                 "prompt_tokens, completion_tokens, cost_usd, latency_s, attempts, error, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, tag, model, _redact_url(base_url), json.dumps([dict(m) for m in messages], default=str),
+                (run_id, tag, model, redact_url(base_url), json.dumps([dict(m) for m in messages], default=str),
                  response_text, reasoning_text, prompt_tokens, completion_tokens, cost_usd, latency_s, attempts,
                  error, time.time()))
             return int(cursor.lastrowid)

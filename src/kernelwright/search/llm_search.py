@@ -435,9 +435,10 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     """``kernelwright optimize --generator llm|hybrid``: set up the client, the database, the evaluator and the
     strategy; for ``hybrid`` first let the template library find a verified seed (a third of the budget); run the
     loop; write the outputs. ``evaluator`` can be injected (tests)."""
+    from kernelwright.config import redact_url
     from kernelwright.errors import InputError
     from kernelwright.hardware.local import resolve_device, target_arch
-    from kernelwright.search.db import RunDB, _redact_url, toolchain_fingerprint, verdict_options_key
+    from kernelwright.search.db import RunDB, toolchain_fingerprint, verdict_options_key
     from kernelwright.search.evaluate import evaluator_for
     from kernelwright.search.outputs import write_search_outputs
     from kernelwright.search.strategies import make_strategy
@@ -475,7 +476,7 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     problem_id = db.add_problem(problem, source)
     settings_record = {"problem": str(problem), "out_dir": str(out), "budget_s": budget_s, "generator": generator,
                        "strategy": strategy, "samples": samples, "model": settings.model,
-                       "base_url": _redact_url(settings.base_url),  # a key in the URL stays out of the file
+                       "base_url": redact_url(settings.base_url),  # a key in the URL stays out of the file
                        "max_candidates": max_candidates, "max_tokens": max_tokens, "language": language,
                        "allow_tf32": policy.allow_tf32, "allow_reduced_precision": policy.allow_reduced_precision}
     pending: list[Entry] = []
