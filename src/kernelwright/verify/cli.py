@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 HELP = "check a candidate kernel against a KernelBench problem: correct, honest, timed"
 
@@ -38,6 +39,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reduced automatically)")
     p.add_argument("--full-size", action="store_true",
                    help="without a GPU, check at the problem's sizes as written, however slow")
+    p.add_argument("--explain", action=_Explain, metavar="CODE",
+                   help="print what a finding code means (its class, severity and what to do) and exit")
+
+
+class _Explain(argparse.Action):
+    """``--explain CODE`` answers at once, like ``--version``: no problem or candidate is needed."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any,
+                 option_string: str | None = None) -> None:
+        from kernelwright.verify.codes import closest, explain
+
+        try:
+            text = explain(str(value))
+        except KeyError:
+            near = closest(str(value))
+            parser.error(f"--explain: no finding code {value!r}"
+                         + (f"; the closest: {', '.join(near)}" if near else "; docs/integrity.md lists every code"))
+        sys.stdout.write(text + "\n")
+        parser.exit(0)
 
 
 def run(args: argparse.Namespace) -> int:

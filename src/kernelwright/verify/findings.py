@@ -1,7 +1,7 @@
-"""The verifier's catalogue of finding codes — which make a verdict ``rejected``, which undermine a pass, which one a
-one-line verdict names first — and the :class:`Judge` that collects findings while a verdict is assembled.
-
-Every code is documented where it is raised and listed, with the exploit it names, in docs/integrity.md.
+"""The sets the verdict is assembled from — which finding codes make a verdict ``rejected``, which undermine a
+pass, which one a one-line verdict names first — derived from the one catalogue of codes (verify/codes.py, where
+each code is defined with its class and meaning), and the :class:`Judge` that collects findings while a verdict
+is assembled.
 """
 
 from __future__ import annotations
@@ -10,28 +10,17 @@ from typing import Any
 
 from kernelwright.records import Finding, Severity
 from kernelwright.verify import trials
+from kernelwright.verify.codes import CATALOGUE
 from kernelwright.verify.records import TrialOutcome
 
 # Finding codes that make a verdict `rejected` (integrity), as opposed to `incorrect`.
-INTEGRITY_CODES = frozenset({
-    "stale-memory", "side-stream", "background-thread", "background-process", "output-subclass",
-    "timer-tampering", "no-own-kernel", "output-caching", "input-mutation", "precision", "tf32-in-fp32",
-    "fp16-in-fp32", "half-in-fp32", "distribution-shortcut", "shape-specialised", "nondeterministic",
-    "persisting-l2", "reference-access", "timed-call-mismatch", "beyond-roofline", "output-aliases-input",
-    "protocol-violation",
-})  # fmt: skip
+INTEGRITY_CODES = frozenset(c.code for c in CATALOGUE if c.rejects)
 
 # Warnings that undermine a pass (a performance warning does not).
-UNCLEAN_CODES = frozenset({"degenerate-problem"})
+UNCLEAN_CODES = frozenset(c.code for c in CATALOGUE if c.unclean)
 
 # Which finding a one-line verdict names first when there are several: the most specific cause of the rest.
-HEADLINE_ORDER = (
-    "timer-tampering", "reference-access", "background-thread", "background-process", "side-stream",
-    "persisting-l2", "output-subclass", "timed-call-mismatch", "beyond-roofline", "output-caching",
-    "input-mutation", "output-aliases-input", "no-own-kernel", "precision", "tf32-in-fp32", "fp16-in-fp32",
-    "half-in-fp32", "nondeterministic", "distribution-shortcut", "shape-specialised", "stale-memory",
-    "output-structure", "mismatch",
-)  # fmt: skip
+HEADLINE_ORDER = tuple(c.code for c in sorted((c for c in CATALOGUE if c.headline), key=lambda c: c.headline or 0))
 
 
 def headline_rank(finding: Finding) -> int:
