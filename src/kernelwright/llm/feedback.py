@@ -18,16 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from kernelwright.llm.templates import _hint
 from kernelwright.records import Severity, Status
+from kernelwright.verify.codes import CATALOGUE, CODES
 
 if TYPE_CHECKING:
     from kernelwright.verify.records import TrialOutcome, Verdict
 
 # What the expectations engine (kernelwright.inspect.expectations) reports about instructions.
-INSTRUCTION_CODES = frozenset({
-    "tf32-in-fp32", "fp16-in-fp32", "low-precision-mma", "mma-type-unknown", "no-tensor-core",
-    "legacy-mma-on-hopper", "legacy-mma-on-blackwell", "spills", "local-memory", "scalar-global-access",
-    "low-occupancy", "cannot-launch", "wgmma-serialized", "wgmma-wait-injected", "setmaxnreg-ignored",
-})  # fmt: skip
+# What the SASS checks (inspect/expectations.py) say: the finding codes the catalogue marks as theirs.
+INSTRUCTION_CODES = frozenset(c.code for c in CATALOGUE if c.instructions)
 # Notes worth showing on a pass (other notes are bookkeeping).
 _USEFUL_NOTES = frozenset({"library-share", "redundant-reference", "multiple-streams", "low-occupancy",
                            "local-memory", "wgmma-wait-injected", "setmaxnreg-ignored", "tf32-in-fp32"})
@@ -268,9 +266,7 @@ def _count_kinds(trials: Iterable[TrialOutcome]) -> str:
 
 
 def _integrity_codes() -> frozenset[str]:
-    from kernelwright.verify.findings import INTEGRITY_CODES
-
-    return INTEGRITY_CODES
+    return frozenset(c.code for c in CATALOGUE if c.rejects)
 
 
 def _evidence(details: Mapping[str, Any], limit: int = 8) -> str:
@@ -307,7 +303,8 @@ def _finding_line(code: str, message: str, details: Mapping[str, Any], *, with_h
     evidence = _evidence(details)
     if evidence:
         line += f" [{evidence}]"
-    hint = _hint("findings", code) if with_hint else ""
+    # The prompt's own hint, else the catalogue's one-line meaning (which says what to do).
+    hint = (_hint("findings", code) or (CODES[code].meaning if code in CODES else "")) if with_hint else ""
     if hint:
         line += f" → {hint}"
     return line
