@@ -385,3 +385,19 @@ def test_credentials_in_the_base_url_stay_out_of_error_messages_and_descriptions
         client.complete(MESSAGES)
     for text in (str(caught.value), settings.describe()):
         assert "sk-in-url" not in text and "sk-in-query" not in text and "127.0.0.1" in text
+
+
+def test_a_deadline_bounds_each_attempt_and_starts_none_after_it(fake_llm):
+    # The loop's budget reaches every call: a server that hangs for 30 s is given up at the deadline (2 s), not
+    # after the settings' timeout, and no retry begins past it.
+    import time
+
+    server = fake_llm([Reply(content="late", hang_s=30.0), Reply(content="never asked")])
+    settings = _settings(server, timeout_s=60.0, max_retries=3)
+    started = time.monotonic()
+    with LLMClient(settings, sleep=lambda s: None) as client, pytest.raises(LLMError) as caught:
+        client.complete(MESSAGES, deadline=started + 2.0)
+    assert time.monotonic() - started < 15
+    assert len(server.requests) == 1 and caught.value.attempts == 1 and "no answer" in str(caught.value)
+    with LLMClient(settings, sleep=lambda s: None) as client, pytest.raises(LLMError, match="budget ran out"):
+        client.complete(MESSAGES, deadline=time.monotonic() - 1.0)

@@ -179,7 +179,7 @@ def test_an_exhausted_template_neighbourhood_becomes_an_llm_mutation(workspace) 
         def __init__(self) -> None:
             self.tags: list[str] = []
 
-        def submit(self, messages, *, tag):
+        def submit(self, messages, *, tag, deadline=None):
             self.tags.append(tag)
             return object()
 

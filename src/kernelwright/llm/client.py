@@ -152,14 +152,17 @@ class LLMClient:
         tag: str = "",
         temperature: float | None = None,
         max_tokens: int | None = None,
+        deadline: float | None = None,
     ) -> Completion:
-        """One chat completion; ``temperature`` and ``max_tokens`` override the settings' for this call.
+        """One chat completion; ``temperature`` and ``max_tokens`` override the settings' for this call. With
+        ``deadline`` (a ``time.monotonic()`` instant: the caller's budget) no attempt outlives it and none starts
+        after it.
 
         Raises :class:`LLMError` when the call fails for good, :class:`ConfigError` when ``openai`` is missing.
         """
         if self._closed:
             raise RuntimeError("this LLMClient is closed")
-        return self._call(_frozen_messages(messages), tag, temperature, max_tokens)
+        return self._call(_frozen_messages(messages), tag, temperature, max_tokens, deadline)
 
     def submit(
         self,
@@ -168,11 +171,12 @@ class LLMClient:
         tag: str = "",
         temperature: float | None = None,
         max_tokens: int | None = None,
+        deadline: float | None = None,
     ) -> Future[Completion]:
         """:meth:`complete` on the client's thread pool. The messages are copied now, so the caller may reuse them."""
         if self._closed:
             raise RuntimeError("this LLMClient is closed")
-        return self._executor.submit(self._call, _frozen_messages(messages), tag, temperature, max_tokens)
+        return self._executor.submit(self._call, _frozen_messages(messages), tag, temperature, max_tokens, deadline)
 
     @property
     def usage(self) -> Usage:
@@ -205,13 +209,14 @@ class LLMClient:
     # -- one call -------------------------------------------------------------------------------------------------
 
     def _call(
-        self, sent: tuple[dict[str, Any], ...], tag: str, temperature: float | None, max_tokens: int | None
+        self, sent: tuple[dict[str, Any], ...], tag: str, temperature: float | None, max_tokens: int | None,
+        deadline: float | None = None,
     ) -> Completion:
         """One call with its retries, accounted and reported; runs even after close() for calls submitted before."""
         sdk = self._sdk_client()
         with self._slots:
             started, t0 = time.time(), time.perf_counter()
-            completion, failure, attempts = self._attempts(sdk, sent, temperature, max_tokens, t0)
+            completion, failure, attempts = self._attempts(sdk, sent, temperature, max_tokens, t0, deadline)
             latency_s = completion.latency_s if completion is not None else time.perf_counter() - t0
         error = None if failure is None else self._error_message(tag, attempts, failure)
         self._account(completion)
@@ -258,6 +263,7 @@ class LLMClient:
         temperature: float | None,
         max_tokens: int | None,
         t0: float,
+        deadline: float | None = None,
     ) -> tuple[Completion | None, _Failure | None, int]:
         """(completion, None, attempts) on success, (None, last failure, attempts) when out of attempts."""
         request: dict[str, Any] = {"model": self.settings.model, "messages": list(messages)}
@@ -270,6 +276,11 @@ class LLMClient:
         attempt = 0
         while True:
             attempt += 1
+            if deadline is not None:  # the caller's budget bounds each attempt, and none starts after it
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None, _Failure("the budget ran out before this attempt", retry=False), attempt - 1
+                request["timeout"] = min(self.settings.timeout_s, max(1.0, left))
             try:
                 response = sdk.chat.completions.create(**request)
                 if not getattr(response, "choices", None):
@@ -281,9 +292,10 @@ class LLMClient:
                 )
             except Exception as exc:  # every failure becomes data in the record
                 failure = self._classify(exc)
-            if not failure.retry or attempt > self.settings.max_retries:
-                return None, failure, attempt
             delay = self._delay(attempt, failure.wait_s)
+            past_deadline = deadline is not None and time.monotonic() + delay >= deadline
+            if not failure.retry or attempt > self.settings.max_retries or past_deadline:
+                return None, failure, attempt  # the last real failure, not "out of time"
             log.info("LLM attempt %d failed (%s); retrying in %.1f s", attempt, failure.what, delay)
             self._sleep(delay)
 

@@ -94,6 +94,7 @@ class LLMSearch:
         self._seq = max((e.index for e in self.strategy.entries), default=0)  # resumed: after the replayed ones
         self.closed = False  # set once the run is over: calls still running then are abandoned
         self._asked = 0
+        self._deadline: float | None = None  # the budget's end, set when the loop starts
         self._generating = 0  # LLM calls in flight
         self._call_ids: dict[str, int] = {}
         self._consecutive_failures = 0
@@ -126,7 +127,7 @@ class LLMSearch:
     def run(self, *, pending_sources: list[Entry] | None = None) -> SearchResult:
         started = time.monotonic()
         generation_deadline = started + self.budget.wall_s * GENERATION_SHARE
-        hard_deadline = started + self.budget.wall_s
+        hard_deadline = self._deadline = started + self.budget.wall_s
         evaluations = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernelwright-verify")
         in_flight: dict[Future, tuple[str, Request, Any]] = {}
         stop_reason = ""
@@ -226,7 +227,9 @@ class LLMSearch:
             request = replace(request, kind=MUTATE)
         tag = f"run{self.run_id}s{self.session}-q{self._asked:04d}-L{request.lineage}R{request.round}"
         messages = self.messages_for(request)
-        in_flight[self.client.submit(messages, tag=tag)] = ("generate", request, tag)
+        # No call outlives the budget: one abandoned at the deadline would hold its thread (and the interpreter's
+        # exit) until its own timeout.
+        in_flight[self.client.submit(messages, tag=tag, deadline=self._deadline)] = ("generate", request, tag)
         self._generating += 1
 
     def messages_for(self, request: Request) -> list[dict[str, str]]:
@@ -313,7 +316,7 @@ class LLMSearch:
         candidate = Candidate(index=entry.candidate_id or 0, label=f"{entry.origin} L{entry.lineage}R{entry.round}",
                               choice=entry.template_choice or (), configs=(), path=Path(entry.path or ""),
                               sha256=sha)
-        future = evaluations.submit(self.evaluator.verify, candidate, compile_baseline=False)
+        future = evaluations.submit(self.evaluator.verify, candidate, compile_baseline=False, deadline=self._deadline)
         in_flight[future] = ("verify", request, entry)
 
     def _verified(self, future: Future, request: Request | None, entry: Entry) -> None:
@@ -459,9 +462,6 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     from kernelwright.llm.client import LLMClient
 
     settings = config.llm(model=model, base_url=base_url)  # ConfigError (one line) without a key
-    # No single call may outlive the whole budget: a call abandoned at the deadline still holds its thread (and
-    # the interpreter's exit) until it times out.
-    settings = replace(settings, timeout_s=min(settings.timeout_s, max(30.0, budget_s)))
     holder: dict[str, LLMSearch] = {}  # the client stores each call through the search, made below
     client = LLMClient(settings, on_call=lambda record: holder["search"].on_call(record))
     evaluator = evaluator or evaluator_for(problem, device, arch, policy)
