@@ -50,13 +50,14 @@ def test_processes_left_behind_are_reported_and_killed(tmp_path: Path) -> None:
 
 def test_malformed_messages_are_protocol_errors_not_crashes() -> None:
     read_fd, write_fd = os.pipe()
-    os.write(write_fd, b'{"event": "trial", "index": 0}\nnot json\n[1, 2]\n{"event": "done"}\n{"trunc')
+    os.write(write_fd, b'{"event": "trial", "index": 0}\nnot json\n[1, 2]\n' + b"[" * 20_000 + b"\n"
+             + b'{"event": "done"}\n{"trunc')
     os.close(write_fd)
     messages: list[dict] = []
     errors: list[str] = []
     _read_channel(read_fd, messages, errors)
     assert [m["event"] for m in messages] == ["trial", "done"]
-    assert len(errors) == 3 and any("unparseable" in e for e in errors) and any("truncated" in e for e in errors)
+    assert len(errors) == 4 and sum("unparseable" in e for e in errors) == 2 and any("truncated" in e for e in errors)
 
 
 def test_one_policy_for_every_job_by_device(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

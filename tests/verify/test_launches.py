@@ -3,6 +3,7 @@ of installed libraries, and the per-call accounting the parent judges."""
 
 from __future__ import annotations
 
+from kernelwright.isolation.protocol import CandidateTrial
 from kernelwright.verify.launches import (
     LaunchRecorder,
     _installed_code,
@@ -58,10 +59,16 @@ def test_triton_code_of_installed_packages_is_library_code() -> None:
     assert not _installed_code(mine)
 
 
+def _trial(index: int, own_calls: int, own_device_kernels: tuple[str, ...] | None = None) -> CandidateTrial:
+    return CandidateTrial(index=index, kind="random", output_types=("torch.Tensor",), outputs=(), container="tensor",
+                          mutated_inputs=(), aliased_outputs=(), late_writes=(), triton_launches={},
+                          extension_calls={}, own_calls=own_calls, own_device_kernels=own_device_kernels,
+                          device_kernels=None if own_device_kernels is None else len(own_device_kernels), wall_s=0.0)
+
+
 def test_calls_without_an_own_kernel() -> None:
     # GPU: every call profiled, device evidence decides
-    assert trials_without_own([{"index": 0, "own_calls": 0, "own_device_kernels": ["k"]},
-                                {"index": 1, "own_calls": 0, "own_device_kernels": []}]) == [1]
+    assert trials_without_own([_trial(0, 0, ("k",)), _trial(1, 0, ())]) == [1]
     # CPU: only when the Python-side accounting saw an own launch on some call
-    assert trials_without_own([{"index": 0, "own_calls": 1}, {"index": 1, "own_calls": 0}]) == [1]
-    assert trials_without_own([{"index": 0, "own_calls": 0}, {"index": 1, "own_calls": 0}]) == []
+    assert trials_without_own([_trial(0, 1), _trial(1, 0)]) == [1]
+    assert trials_without_own([_trial(0, 0), _trial(1, 0)]) == []

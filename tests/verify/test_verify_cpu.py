@@ -113,6 +113,21 @@ def test_failing_candidates_get_the_right_verdict(run, name: str, status: Status
     assert "\n" not in verdict.message
 
 
+def test_reports_the_candidate_writes_into_the_channel_are_a_protocol_violation_not_a_crash(run) -> None:
+    # A trial report without its index used to raise KeyError in the parent, a trial never planned KeyError, and a
+    # timing report on the CPU went into the verdict as the candidate's time.
+    verdict = run("softmax_malformed_reports.py")
+    assert verdict.status is Status.REJECTED, verdict.message
+    assert verdict.message.startswith("protocol-violation: malformed 'trial' message from the child: index: missing")
+    violation = next(f for f in verdict.findings if f.code == "protocol-violation")
+    said = " | ".join([violation.message, *violation.details.get("more", [])])
+    assert "malformed 'timing' message from the child: measurement" in said
+    assert "malformed 'done' message from the child: status: not a field of Done" in said
+    assert "a report of trial 999, which was never planned" in said
+    assert all(t.status == "ok" for t in verdict.trials), [(t.index, t.status, t.note) for t in verdict.trials]
+    assert verdict.timing == {}
+
+
 def test_a_hang_is_a_timeout_and_the_parent_carries_on(run) -> None:
     verdict = run("softmax_hang.py", timeout_s=25)
     assert verdict.status is Status.TIMEOUT

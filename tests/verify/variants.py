@@ -14,6 +14,21 @@ LAUNCH = (
     "        return y"
 )
 
+_MEASUREMENT = ('{"median_ms": 0.001, "min_ms": 0.001, "q1_ms": 0.001, "q3_ms": 0.001, "mean_ms": 0.001, "reps": 9, '
+                '"host_ms_per_call": 0.001, "flush_ms": 0.0, "unexplained_ms_per_call": 0.0}')
+FORGED = "FORGED = " + repr([
+    '{"event": "trial", "kind": "random"}',
+    '{"event": "timing", "measurement": "fast", "side_stream": false, "timed_trials": [], '
+    '"calls_without_own_kernel": 0, "timed_calls": 9}',
+    '{"event": "done", "status": "all good"}',
+    '{"event": "tuned", "index": 0, "ok": true}',
+    '{"event": "trial", "index": 999, "kind": "random", "output_types": ["torch.Tensor"], "outputs": [], '
+    '"container": "tensor", "mutated_inputs": [], "aliased_outputs": [], "late_writes": [], "triton_launches": {}, '
+    '"extension_calls": {}, "own_calls": 1, "own_device_kernels": null, "device_kernels": null, "wall_s": 0.1}',
+    '{"event": "timing", "measurement": ' + _MEASUREMENT + ', "side_stream": false, "timed_trials": [], '
+    '"calls_without_own_kernel": 0, "timed_calls": 9}',
+])
+
 # name -> (docstring, extra imports, [(old, new), ...])
 VARIANTS: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
     "segfault": ("Crashes the process with a segmentation fault in forward.", "import ctypes\n",
@@ -57,6 +72,15 @@ VARIANTS: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
                                 "            os.write(int(sys.argv[-1]), b'{\"event\": \"phase\", \"name\": \"instructions\"}\\n')\n"
                                 "            os.write(int(sys.argv[-1]), b'{\"event\": \"done\"}\\n')\n"
                                 "            os._exit(0)\n" + LAUNCH)]),
+    "malformed_reports": ("Computes honestly, but writes into its channel reports that do not parse (a trial without its "
+                          "index, a timing whose measurement is a word, a done with a field of its own, a kind only "
+                          "the tuning worker sends), a well-formed report of a trial never planned, and a timing "
+                          "report on a machine that times nothing.", "import os\nimport sys\n",
+                          [(LAUNCH, "        if not getattr(self, 'forged', False):\n"
+                                    "            self.forged = True\n"
+                                    "            for line in FORGED:\n"
+                                    "                os.write(int(sys.argv[-1]), line.encode() + b'\\n')\n" + LAUNCH),
+                           ("class ModelNew(nn.Module):", FORGED + "\n\nclass ModelNew(nn.Module):")]),
     "alias": ("Binds ModelNew to its class by assignment, as KernelBench allows.", "",
               [("class ModelNew(nn.Module):", "class _Softmax(nn.Module):")]),
     "kernel_typo": ("Calls a tl function that does not exist (a compile error on a GPU).", "",

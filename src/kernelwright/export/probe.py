@@ -22,9 +22,11 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from kernelwright.isolation.protocol import ExportProbeResult, ExportProbeSpec, JobError
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,10 @@ class ProbeError(Exception):
     """The problem or a variant cannot be exported (one line, for the user)."""
 
 
-def run_probe(spec: dict[str, Any], *, isolate: bool = True, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+def run_probe(spec: ExportProbeSpec | Mapping[str, Any], *, isolate: bool = True,
+              timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
     """Probe in a child process (``isolate``) or here; ``{"ok": False, "message": ...}`` on failure."""
+    spec = ExportProbeSpec.from_json(spec)
     if not isolate:
         try:
             return probe(spec)
@@ -59,36 +63,37 @@ def run_probe(spec: dict[str, Any], *, isolate: bool = True, timeout_s: float = 
         shutil.rmtree(workdir, ignore_errors=True)
     if run.timed_out:
         return {"ok": False, "message": f"probing the problem and variants took more than {timeout_s:.0f} s"}
-    result = run.last("export_probe")
+    result = run.report(ExportProbeResult)
     if result is not None:
-        return result["result"]
-    error = run.last("error")
+        return result.result
+    error = run.report(JobError)
     if error is not None:
-        return {"ok": False, "message": f"the probe failed: {error.get('message', '')[:300]}"}
+        return {"ok": False, "message": f"the probe failed: {error.message[:300]}"}
     lines = [line for line in run.stderr_tail.splitlines() if line.strip()]
     return {"ok": False, "message": f"the probe process {run.describe_exit()}" + (f": {lines[-1][:300]}" if lines
                                                                                 else "")}
 
 
-def run_export_probe_job(spec: dict[str, Any], channel: Any) -> None:
+def run_export_probe_job(spec: ExportProbeSpec, channel: Any) -> None:
     """The ``export_probe`` job (isolation/child.py): :func:`probe`, its one-line failure as data."""
     try:
         result = probe(spec)
     except ProbeError as exc:
         result = {"ok": False, "message": str(exc)}
-    channel.send("export_probe", result=result)
+    channel.send(ExportProbeResult(result=result))
 
 
-def probe(spec: dict[str, Any]) -> dict[str, Any]:
+def probe(spec: ExportProbeSpec | Mapping[str, Any]) -> dict[str, Any]:
     """``spec``: ``reference`` (path of the problem file), ``variants`` (``id``, ``path``, ``language``),
     ``trace`` (bool), ``prefix`` (module-name prefix). Raises :class:`ProbeError`."""
     import torch
 
     from kernelwright.export import runtime
 
-    prefix = spec.get("prefix") or "kernelwright_export_probe"
+    spec = ExportProbeSpec.from_json(spec)
+    prefix = spec.prefix or "kernelwright_export_probe"
     try:
-        reference = runtime.load_module(f"{prefix}_reference", Path(spec["reference"]))
+        reference = runtime.load_module(f"{prefix}_reference", Path(spec.reference))
     except Exception as exc:
         raise ProbeError(f"the problem file does not import: {type(exc).__name__}: {exc}") from None
     if not isinstance(getattr(reference, "Model", None), type):
@@ -118,9 +123,9 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "mode_dependent": mode_dependent(model),
         "variants": {},
     }
-    for variant in spec.get("variants", []):
+    for variant in spec.variants:
         result["variants"][variant["id"]] = _probe_variant(variant, prefix, init_inputs, state, input_specs,
-                                                           trace=bool(spec.get("trace", True)))
+                                                           trace=spec.trace)
     return result
 
 

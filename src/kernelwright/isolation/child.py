@@ -1,8 +1,10 @@
 """Entry point of every isolated job: ``python -m kernelwright.isolation.child JOB SPEC.json FD``.
 
-The child reports through :class:`Channel` — JSON lines on the inherited pipe ``FD`` — and writes tensors to files
-the parent loads with ``weights_only=True``. Any exception in a job becomes an ``error`` message with a
-``status`` the parent turns into a verdict; the process always ends with a ``done`` message when it gets that far.
+The job gets its spec as the record :data:`~kernelwright.isolation.protocol.SPECS` names for it. The child reports
+through :class:`Channel` — the records of :mod:`kernelwright.isolation.protocol` as JSON lines on the inherited pipe
+``FD`` — and writes tensors to files the parent loads with ``weights_only=True``. Any exception in a job becomes a
+:class:`~kernelwright.isolation.protocol.JobError` with a ``status`` the parent turns into a verdict; the process
+always ends with :class:`~kernelwright.isolation.protocol.Done` when it gets that far.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+from kernelwright.isolation.protocol import SPECS, Done, JobError, JobSpec, LockWait, Report, wire
 
 JOBS: dict[str, str] = {
     "reference": "kernelwright.verify.reference:run_reference_job",
@@ -25,13 +29,13 @@ JOBS: dict[str, str] = {
 
 
 class Channel:
-    """JSON-lines messages to the parent. Values must be JSON-serialisable; floats may be NaN/inf."""
+    """JSON-lines messages to the parent, one report record each; floats may be NaN/inf."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
 
-    def send(self, event: str, **payload: Any) -> None:
-        line = json.dumps({"event": event, **payload}, default=_json_default) + "\n"
+    def send(self, report: Report) -> None:
+        line = json.dumps(wire(report), default=_json_default) + "\n"
         data = line.encode("utf-8")
         while data:
             written = os.write(self._fd, data)
@@ -63,7 +67,7 @@ def short_traceback(exc: BaseException, *, limit_lines: int = 12) -> str:
     return "\n".join(text[-limit_lines:])
 
 
-def _resolve(target: str) -> Callable[[dict[str, Any], Channel], None]:
+def _resolve(target: str) -> Callable[[JobSpec, Channel], None]:
     module_name, _, attr = target.partition(":")
     module = __import__(module_name, fromlist=[attr])
     return getattr(module, attr)
@@ -76,9 +80,10 @@ def main(argv: list[str]) -> int:
     job, spec_path, fd = argv[0], argv[1], int(argv[2])
     channel = Channel(fd)
     with open(spec_path) as fh:
-        spec = json.load(fh)
+        spec = SPECS[job].from_json(json.load(fh))
     os.unlink(spec_path)  # the candidate must not read where the problem and the reference live
-    if spec.get("device") == "cuda":
+    on_gpu = getattr(spec, "device", None) == "cuda"
+    if on_gpu:
         # Jobs of other verifications may share this GPU (a parallel bench): this job's device work runs beside
         # theirs, but never during their measurements, nor theirs during its own (hardware/gpu_lock.py).
         from kernelwright.hardware import gpu_lock
@@ -87,22 +92,22 @@ def main(argv: list[str]) -> int:
     try:
         _resolve(JOBS[job])(spec, channel)
     except JobFailure as failure:
-        channel.send("error", status=failure.status, code=failure.code, message=failure.message,
-                     detail=failure.detail)
+        channel.send(JobError(status=failure.status, code=failure.code, message=failure.message,
+                              detail=failure.detail))
     except SystemExit as exc:  # the candidate (or the problem) called sys.exit
-        channel.send("error", status="runtime_error", code="exit-called",
-                     message=f"sys.exit({exc.code!r}) was called during the {job} job",
-                     detail=short_traceback(exc))
+        channel.send(JobError(status="runtime_error", code="exit-called",
+                              message=f"sys.exit({exc.code!r}) was called during the {job} job",
+                              detail=short_traceback(exc)))
     except BaseException as exc:  # noqa: BLE001 - everything becomes data for the parent
-        channel.send("error", status="runtime_error", code="exception",
-                     message=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "),
-                     detail=short_traceback(exc))
-    if spec.get("device") == "cuda":
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        channel.send(JobError(status="runtime_error", code="exception",
+                              message=f"{type(exc).__name__}: {first}".rstrip(": "), detail=short_traceback(exc)))
+    if on_gpu:
         from kernelwright.hardware import gpu_lock
 
         if gpu_lock.waited_s() > 0:  # where a shared GPU made this job wait (a diagnostic, not evidence)
-            channel.send("lock_wait", seconds=round(gpu_lock.waited_s(), 2))
-    channel.send("done")
+            channel.send(LockWait(seconds=round(gpu_lock.waited_s(), 2)))
+    channel.send(Done())
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: threads or atexit handlers a candidate left behind must not keep us alive.

@@ -10,8 +10,10 @@ SPEC.json FD`` in a fresh process, under one policy:
   CUDA), and one set of variables for every job (:func:`job_environment`: kernelwright's caches, and the Triton
   interpreter with no GPU visible for a CPU job);
 - stdout/stderr go to files, of which the last lines become part of the verdict;
-- results come back as JSON lines on a dedicated pipe, and tensors as files that the parent loads with
-  ``torch.load(weights_only=True)`` — never an unpickle of untrusted data.
+- results come back as JSON lines on a dedicated pipe — the report records of :mod:`kernelwright.isolation.protocol`,
+  each checked against its record before anyone reads it (:attr:`ChildRun.protocol_errors` says what was not one) —
+  and tensors as files that the parent loads with ``torch.load(weights_only=True)`` — never an unpickle of untrusted
+  data.
 
 A crash, a hang, ``sys.exit``/``os._exit``, an illegal address or an OOM in the child becomes a :class:`ChildRun`
 describing it; nothing the child does raises here.
@@ -33,8 +35,13 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from kernelwright.isolation import protocol
+
+R = TypeVar("R", bound=protocol.Report)
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +77,8 @@ def scrubbed_environment(extra: Mapping[str, str] | None = None) -> dict[str, st
 
 @dataclass(frozen=True, kw_only=True)
 class ChildRun:
-    """What happened to one child process."""
+    """What happened to one child process. ``messages`` are the raw messages (those that parse into the job's
+    report records: the rest are ``protocol_errors``); :meth:`reports` and :meth:`report` read them as records."""
 
     job: str
     returncode: int | None
@@ -92,16 +100,29 @@ class ChildRun:
     def lock_wait_s(self) -> float:
         """Seconds the job waited for other processes' measurements on a shared GPU, as the child itself reports
         (a parallel bench's diagnostic: whatever runs in the child can write it)."""
-        waited = sum(m["seconds"] for m in self.events("lock_wait")
-                     if isinstance(m.get("seconds"), (int, float)) and math.isfinite(m["seconds"]) and m["seconds"] > 0)
+        waited = sum(r.seconds for r in self.reports(protocol.LockWait) if math.isfinite(r.seconds) and r.seconds > 0)
         return min(waited, self.wall_s)
 
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [m for m in self.messages if m.get("event") == name]
+    @cached_property
+    def _reports(self) -> tuple[protocol.Report, ...]:
+        parsed = []
+        for message in self.messages:
+            with contextlib.suppress(protocol.ProtocolError):  # run_child has already counted it
+                parsed.append(protocol.read(self.job, message))
+        return tuple(parsed)
 
-    def last(self, name: str) -> dict[str, Any] | None:
-        found = self.events(name)
+    def reports(self, kind: type[R]) -> list[R]:
+        """The job's reports of one kind, in the order they came."""
+        return [r for r in self._reports if isinstance(r, kind)]
+
+    def report(self, kind: type[R]) -> R | None:
+        """The last report of one kind, or None."""
+        found = self.reports(kind)
         return found[-1] if found else None
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The raw messages of one kind (prefer :meth:`reports`)."""
+        return [m for m in self.messages if m.get("event") == name]
 
     def describe_exit(self) -> str:
         if self.timed_out:
@@ -156,7 +177,7 @@ def _read_channel(fd: int, sink: list[dict[str, Any]], errors: list[str]) -> Non
                     continue
                 try:
                     message = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
                     errors.append(f"unparseable message from the child: {line[:120]!r}")
                     continue
                 if isinstance(message, dict) and isinstance(message.get("event"), str):
@@ -279,7 +300,7 @@ def job_environment(device: str | None) -> dict[str, str]:
 
 def run_child(
     job: str,
-    spec: Mapping[str, Any],
+    spec: protocol.JobSpec | Mapping[str, Any],
     *,
     workdir: Path,
     timeout_s: float,
@@ -287,7 +308,8 @@ def run_child(
     env_extra: Mapping[str, str] | None = None,
     memory_limit_bytes: int | None = None,
 ) -> ChildRun:
-    """Run ``kernelwright.isolation.child JOB`` with ``spec`` in a fresh process and collect what it reports.
+    """Run ``kernelwright.isolation.child JOB`` with ``spec`` (the job's record in
+    :data:`~kernelwright.isolation.protocol.SPECS`, or its JSON) in a fresh process and collect what it reports.
 
     ``device`` ("cpu" or "cuda") applies the policy's environment and memory limit (:func:`job_environment`,
     :func:`memory_limit`); ``env_extra`` and ``memory_limit_bytes`` override them."""
@@ -301,7 +323,7 @@ def run_child(
     scratch = workdir / f"{job}-cwd"
     scratch.mkdir(exist_ok=True)
     spec_path = workdir / f"{job}-spec.json"
-    spec_path.write_text(json.dumps(spec, indent=1, default=str))
+    spec_path.write_text(json.dumps(protocol.SPECS[job].from_json(spec).to_json(), indent=1, default=str))
     stdout_path = workdir / f"{job}-stdout.log"
     stderr_path = workdir / f"{job}-stderr.log"
 
@@ -361,6 +383,7 @@ def run_child(
             _LIVE_GROUPS.discard(proc.pid)
         reader.join(timeout=10)
 
+    messages, malformed = protocol.screen(job, messages)
     rc = proc.returncode
     signal_name = None
     if rc is not None and rc < 0 and not timed_out:
@@ -376,7 +399,7 @@ def run_child(
         messages=tuple(messages),
         stderr_tail=_tail(stderr_path),
         stdout_tail=_tail(stdout_path),
-        protocol_errors=tuple(errors),
+        protocol_errors=tuple(errors + malformed),
         leftover_processes=leftover and not timed_out,
         signal_name=signal_name,
     )

@@ -95,6 +95,7 @@ class GpuEvaluator:
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         from kernelwright.isolation.process import run_child
+        from kernelwright.isolation.protocol import JobError, TimingSettings, Tuned, TuneSpec, TuneStart
 
         pending = list(candidates)
         restarts = 0
@@ -108,40 +109,33 @@ class GpuEvaluator:
                 if left < timeout_s:
                     timeout_s, budget_limited = left, True
             workdir = Path(tempfile.mkdtemp(prefix="kernelwright-tune-"))
-            spec = {
-                "problem": str(self.problem),
-                "device": "cuda",
-                "seed": self.seed,
-                "allow_tf32": self.policy.allow_tf32,
-                "allow_reduced_precision": self.policy.allow_reduced_precision,
-                "candidates": [[c.index, str(c.path)] for c in pending],
-                "n_sets": 2,
-                "timing": {"min_reps": config.timing_min_reps, "max_reps": config.timing_max_reps,
-                           "target_ms": min(config.timing_target_ms, 200.0), "warmup_ms": config.timing_warmup_ms},
-            }
+            spec = TuneSpec(problem=str(self.problem), device="cuda", seed=self.seed,
+                            allow_tf32=self.policy.allow_tf32,
+                            allow_reduced_precision=self.policy.allow_reduced_precision,
+                            candidates=tuple((c.index, str(c.path)) for c in pending), n_sets=2,
+                            timing=TimingSettings.from_config(target_ms=min(config.timing_target_ms, 200.0)))
             try:
                 run = run_child("tune", spec, workdir=workdir, timeout_s=timeout_s, device="cuda")
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
             by_index = {c.index: c for c in pending}
             finished = set()
-            for message in run.events("tuned"):
-                candidate = by_index.get(message["index"])
+            for tuned in run.reports(Tuned):
+                candidate = by_index.get(tuned.index)
                 if candidate is None:
                     continue
                 finished.add(candidate.index)
-                if message.get("ok"):
-                    yield Outcome(candidate=candidate, status="timed",
-                                  median_ms=message["measurement"]["median_ms"])
+                if tuned.ok and tuned.measurement is not None:
+                    yield Outcome(candidate=candidate, status="timed", median_ms=tuned.measurement.median_ms)
                 else:
-                    yield Outcome(candidate=candidate, status="wrong" if "wrong output" in message.get("error", "")
-                                  else "failed", error=message.get("error"))
-            started = [m["index"] for m in run.events("tune_start")]
+                    yield Outcome(candidate=candidate, status="wrong" if "wrong output" in tuned.error else "failed",
+                                  error=tuned.error or "no measurement")
+            started = [m.index for m in run.reports(TuneStart)]
             if run.timed_out and budget_limited:
                 return  # the budget ran out, not the candidate's fault
-            error = run.last("error")  # the job itself failed (the child reports it, then says done)
+            error = run.report(JobError)  # the job itself failed (the child reports it, then says done)
             if error:
-                failure = f"the tuning worker failed: {error.get('message', '')[:300]}"
+                failure = f"the tuning worker failed: {error.message[:300]}"
             else:
                 lines = [line for line in run.stderr_tail.splitlines() if line.strip()]
                 failure = f"the tuning worker {run.describe_exit()}" + (f": {lines[-1][:300]}" if lines else "")

@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from kernelwright.isolation.child import Channel, short_traceback
+from kernelwright.isolation.protocol import Tuned, TuneSpec, TuneStart
 from kernelwright.verify import runtime
 
 
-def run_tune_job(spec: dict[str, Any], channel: Channel) -> None:
+def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     runtime.quiet_warnings()
     import torch
 
@@ -30,25 +31,25 @@ def run_tune_job(spec: dict[str, Any], channel: Channel) -> None:
     from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
     from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
 
-    device = runtime.device_of(spec["device"])
-    runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
+    device = runtime.device_of(spec.device)
+    runtime.configure_precision(allow_tf32=spec.allow_tf32)
     clock = Clock.capture()
-    seed = int(spec["seed"])
-    problem = import_from_path(spec["problem"], PROBLEM_MODULE)
+    seed = spec.seed
+    problem = import_from_path(spec.problem, PROBLEM_MODULE)
     init = make_init_inputs(problem, seed)
     torch.manual_seed(seed)
     reference = problem.Model(*init).to(device)
     state = reference.state_dict()
-    sets = [tensors.to_device(make_inputs(problem, seed + i), device) for i in range(int(spec.get("n_sets", 2)))]
+    sets = [tensors.to_device(make_inputs(problem, seed + i), device) for i in range(spec.n_sets)]
     expected, expected64 = reference_outputs(reference, sets[0])
     del reference
-    roundoff = (compare.BF16_UNIT_ROUNDOFF if spec.get("allow_reduced_precision")
-                else compare.TF32_UNIT_ROUNDOFF if spec.get("allow_tf32") else 0.0)
+    roundoff = (compare.BF16_UNIT_ROUNDOFF if spec.allow_reduced_precision
+                else compare.TF32_UNIT_ROUNDOFF if spec.allow_tf32 else 0.0)
     flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
-    timing = spec["timing"]
+    timing = spec.timing
 
-    for index, path in spec["candidates"]:
-        channel.send("tune_start", index=index)
+    for index, path in spec.candidates:
+        channel.send(TuneStart(index=index))
         try:
             module = import_from_path(path, f"kernelwright_tuned_{index}")
             torch.manual_seed(seed)
@@ -62,16 +63,16 @@ def run_tune_job(spec: dict[str, Any], channel: Channel) -> None:
             got = [o.detach().cpu() for o in tensors.flatten_outputs(call(0))]
             wrong = first_mismatch(got, expected, expected64, roundoff=roundoff, device_type=device.type)
             if wrong:
-                channel.send("tuned", index=index, ok=False, error=f"wrong output: {wrong}")
+                channel.send(Tuned(index=index, ok=False, error=f"wrong output: {wrong}"))
                 continue
-            m, _ = measure(call, len(sets), clock, device=device, min_reps=int(timing["min_reps"]),
-                           max_reps=int(timing["max_reps"]), target_ms=float(timing["target_ms"]),
-                           warmup_ms=float(timing["warmup_ms"]), flush=flush)
-            channel.send("tuned", index=index, ok=True, measurement=m.to_json())
+            m, _ = measure(call, len(sets), clock, device=device, min_reps=timing.min_reps,
+                           max_reps=timing.max_reps, target_ms=timing.target_ms, warmup_ms=timing.warmup_ms,
+                           flush=flush)
+            channel.send(Tuned(index=index, ok=True, measurement=m))
         except Exception as exc:
             status, code = classify_exception(exc)
-            channel.send("tuned", index=index, ok=False, error=f"{status}: {type(exc).__name__}: {exc}"[:500],
-                         detail=short_traceback(exc))
+            channel.send(Tuned(index=index, ok=False, error=f"{status}: {type(exc).__name__}: {exc}"[:500],
+                               detail=short_traceback(exc)))
             if code == "cuda-error":
                 return  # the context is gone: the parent restarts a worker for the rest
         finally:

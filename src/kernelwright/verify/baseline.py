@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, short_traceback
+from kernelwright.isolation.protocol import BaselineResult, BaselineSpec, Ceilings, Note
 from kernelwright.verify import runtime
+
+if TYPE_CHECKING:
+    from kernelwright.isolation.process import ChildRun
 
 COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
 
 
-def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
+def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
     runtime.quiet_warnings()
     import torch
 
@@ -24,37 +28,36 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
     from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs
     from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
 
-    device = runtime.device_of(spec["device"])
-    runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
+    device = runtime.device_of(spec.device)
+    runtime.configure_precision(allow_tf32=spec.allow_tf32)
     clock = Clock.capture()
-    shared = Path(spec["shared_dir"])
-    timing = spec["timing"]
-    module = import_from_path(spec["problem"], PROBLEM_MODULE)
-    sizes.apply(module, spec.get("size_overrides") or {})
-    init_inputs = make_init_inputs(module, int(spec["init_seed"]))
+    shared = Path(spec.shared_dir)
+    timing = spec.timing
+    module = import_from_path(spec.problem, PROBLEM_MODULE)
+    sizes.apply(module, spec.size_overrides)
+    init_inputs = make_init_inputs(module, spec.init_seed)
     state = torch.load(shared / "state.pt", map_location="cpu", weights_only=True)
-    sets = [tensors.to_device(tensors.load(shared / f"inputs-{i}.pt"), device) for i in spec["input_sets"]]
+    sets = [tensors.to_device(tensors.load(shared / f"inputs-{i}.pt"), device) for i in spec.input_sets]
     flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
 
-    if spec.get("calibrate", True):
+    if spec.calibrate:
         try:
             from kernelwright.hardware.calibration import measured_ceilings
 
             ceilings = measured_ceilings(device.index or 0)
-            channel.send("ceilings", ceilings=ceilings.to_json() if hasattr(ceilings, "to_json") else ceilings)
+            channel.send(Ceilings(ceilings=ceilings.to_json() if hasattr(ceilings, "to_json") else ceilings))
         except Exception as exc:
-            channel.send("note", code="calibration-failed",
-                         message=f"measuring the device's ceilings failed: {type(exc).__name__}: {exc}")
+            channel.send(Note(code="calibration-failed",
+                              message=f"measuring the device's ceilings failed: {type(exc).__name__}: {exc}"))
 
     def fresh_model() -> torch.nn.Module:
-        torch.manual_seed(int(spec["init_seed"]))
+        torch.manual_seed(spec.init_seed)
         model = module.Model(*init_inputs).to(device)
         model.load_state_dict(state)
         return model
 
     # Eager first when asked for (the verifier leaves out what kernelwright bench's cache already holds).
-    asked = spec.get("variants", ["eager", *COMPILE_MODES])
-    variants = [name for name in ("eager", *COMPILE_MODES) if name in asked]
+    variants = [name for name in ("eager", *COMPILE_MODES) if name in spec.variants]
     for name in variants:
         try:
             model = fresh_model()
@@ -75,14 +78,14 @@ def run_baseline_job(spec: dict[str, Any], channel: Channel) -> None:
                 for i in range(len(sets)):
                     call(i)
                 torch.cuda.synchronize()
-            m, _ = measure(call, len(sets), clock, device=device, min_reps=int(timing["min_reps"]),
-                           max_reps=int(timing["max_reps"]), target_ms=float(timing["target_ms"]),
-                           warmup_ms=float(timing["warmup_ms"]), flush=flush)
-            channel.send("baseline", name=name, measurement=m.to_json())
+            m, _ = measure(call, len(sets), clock, device=device, min_reps=timing.min_reps,
+                           max_reps=timing.max_reps, target_ms=timing.target_ms, warmup_ms=timing.warmup_ms,
+                           flush=flush)
+            channel.send(BaselineResult(name=name, measurement=m))
         except Exception as exc:
-            channel.send("baseline", name=name, measurement=None,
-                         error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                         detail=short_traceback(exc))
+            channel.send(BaselineResult(name=name, measurement=None,
+                                        error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                                        detail=short_traceback(exc)))
         finally:
             torch._dynamo.reset()
             torch.cuda.empty_cache()
@@ -104,23 +107,23 @@ def plan_baselines(opts: Any, judge: Any) -> tuple[list[str], dict[str, Any]]:
     return [v for v in variants if v not in reused], reused
 
 
-def collect_baselines(run: Any, reused: dict[str, Any], judge: Any, *,
+def collect_baselines(run: ChildRun, reused: dict[str, Any], judge: Any, *,
                       budget_cut: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(the baselines' measurements by name, the device's ceilings if the job reported them)."""
     from kernelwright.records import Severity
 
     found: dict[str, Any] = dict(reused)
-    for message in run.events("baseline"):
-        found[message["name"]] = message.get("measurement")
-        if message.get("error"):
-            judge.add("baseline-failed", f"{message['name']} baseline failed: {message['error']}", Severity.NOTE)
+    for result in run.reports(BaselineResult):
+        found[result.name] = result.measurement.to_json() if result.measurement else None
+        if result.error:
+            judge.add("baseline-failed", f"{result.name} baseline failed: {result.error}", Severity.NOTE)
     if not run.finished and budget_cut:
         judge.add("baselines-cut", "the budget ran out while timing the baselines: the speedups are unknown; give "
                   "the run more time (--budget, or bench's --verify-limit)", Severity.NOTE)
     elif not run.finished:
         judge.add("baseline-failed", f"the baseline process {run.describe_exit()}", Severity.NOTE)
-    ceilings = run.last("ceilings")
-    return found, (ceilings["ceilings"] if ceilings else None)
+    ceilings = run.report(Ceilings)
+    return found, (ceilings.ceilings if ceilings else None)
 
 
 def cached_ceilings(device_name: Any) -> dict[str, Any] | None:

@@ -15,6 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.isolation.child import Channel, JobFailure, short_traceback
+from kernelwright.isolation.protocol import (
+    Binary,
+    CandidateSpec,
+    CandidateTrial,
+    ChildFinding,
+    Cubin,
+    CudaBuild,
+    DeviceFacts,
+    Kernels,
+    Note,
+    Phase,
+    TimingResult,
+    TrialStart,
+    Weights,
+)
 from kernelwright.verify import runtime
 
 CANDIDATE_MODULE = "kernelwright_candidate"
@@ -89,11 +104,11 @@ def _hook_cuda_builds_without_gpu(channel: Channel, arch: str, out_dir: Path) ->
                 path.write_bytes(result.cubin)
                 ptx_path = out_dir / f"cuda-{name}-{arch}.ptx"
                 ptx_path.write_text(getattr(result, "ptx", "") or "")
-                channel.send("cubin", name=None, arch=arch, path=str(path), ptx_path=str(ptx_path),
-                             ptxas_log=getattr(result, "full_log", ""))
+                channel.send(Cubin(name=None, arch=arch, path=str(path), ptx_path=str(ptx_path),
+                                   ptxas_log=getattr(result, "full_log", "")))
         except Exception as exc:  # the inspection role may be missing or the toolchain absent: say so
             payload = {"ok": None, "log": f"not compiled: {type(exc).__name__}: {exc}"}
-        channel.send("cuda_build", name=name, arch=arch, result=payload)
+        channel.send(CudaBuild(name=name, arch=arch, result=payload))
         if payload.get("ok") is False:
             errors = [line.strip() for line in str(payload.get("log") or payload.get("full_log") or "").splitlines()
                       if "error" in line.lower()]
@@ -122,28 +137,28 @@ def _raise_job_outcome(exc: BaseException) -> None:
         raise _not_runnable_here() from None
 
 
-def run_candidate_job(spec: dict[str, Any], channel: Channel) -> None:
+def run_candidate_job(spec: CandidateSpec, channel: Channel) -> None:
     runtime.quiet_warnings()
     job = _CandidateJob(spec, channel)  # the clock, monitor and recorder in place before any candidate code
     job.construct()
     for trial in job.plan:
         job.run_trial(trial)
     if job.recorder.autotune_configs:
-        channel.send("note", code="autotune-interpreted",
-                     message="autotuned kernels ran one config per trial under the interpreter: " + "; ".join(
-                         f"{name} configs {sorted(idx)}" for name, idx in job.recorder.autotune_configs.items()))
+        channel.send(Note(code="autotune-interpreted",
+                          message="autotuned kernels ran one config per trial under the interpreter: " + "; ".join(
+                              f"{name} configs {sorted(idx)}" for name, idx in job.recorder.autotune_configs.items())))
     job.time()
     # -- instruction evidence -----------------------------------------------------------------------------------
     # Every check is done: a compiler crash from here on (an LLVM abort) is the instruction summary's, not the
     # candidate's.
-    channel.send("phase", name="instructions")
-    _emit_cubins(channel, job.recorder, job.out_dir, job.device, spec.get("inspect_archs") or [])
+    channel.send(Phase(name="instructions"))
+    _emit_cubins(channel, job.recorder, job.out_dir, job.device, list(spec.inspect_archs))
 
 
 class _CandidateJob:
     """The candidate job's state, phase by phase: set-up, construction, each correctness trial, timing."""
 
-    def __init__(self, spec: dict[str, Any], channel: Channel) -> None:
+    def __init__(self, spec: CandidateSpec, channel: Channel) -> None:
         import torch
 
         from kernelwright.problem.files import import_from_path
@@ -158,18 +173,17 @@ class _CandidateJob:
                                                                              side_stream_suspected)
 
         self.spec, self.channel = spec, channel
-        device = self.device = runtime.device_of(spec["device"])
-        runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
-        self.shared, self.out_dir = Path(spec["shared_dir"]), Path(spec["out_dir"])
+        device = self.device = runtime.device_of(spec.device)
+        runtime.configure_precision(allow_tf32=spec.allow_tf32)
+        self.shared, self.out_dir = Path(spec.shared_dir), Path(spec.out_dir)
 
         # -- before any candidate code: clock, monitor, recorder ------------------------------------------------
         self.clock = Clock.capture() if device.type == "cuda" else None
 
         def report(**finding: Any) -> None:
-            channel.send("finding", **finding)
+            channel.send(ChildFinding(**finding))
 
-        monitor = self.monitor = IntegrityMonitor(report, candidate_path=spec["candidate"],
-                                                  watch_paths=spec.get("watch_paths", ()))
+        monitor = self.monitor = IntegrityMonitor(report, candidate_path=spec.candidate, watch_paths=spec.watch_paths)
         monitor.install_audit_hook()
         recorder = self.recorder = launches.LaunchRecorder()
         recorder.install()
@@ -177,22 +191,22 @@ class _CandidateJob:
             launches.install_interpreter_bf16_dot_fix()
             launches.install_interpreter_autotune(recorder)
         if device.type != "cuda":
-            _hook_cuda_builds_without_gpu(channel, spec.get("arch", "sm_90a"), self.out_dir)
+            _hook_cuda_builds_without_gpu(channel, spec.arch, self.out_dir)
         else:
             launches.install_extension_recorder(recorder)
         self.l2_limit_before = _persisting_l2_limit() if device.type == "cuda" else None
         self.init_inputs = tensors.load(self.shared / "init.pt")
         self.state = torch.load(self.shared / "state.pt", map_location="cpu", weights_only=True)
-        channel.send("device", facts=runtime.device_facts(device))
+        channel.send(DeviceFacts(facts=runtime.device_facts(device)))
 
-        self.plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
-        self.expected_bytes = int(spec.get("expected_output_bytes", 0))
+        self.plan = [trials.TrialSpec.from_json(t) for t in spec.trials]
+        self.expected_bytes = spec.expected_output_bytes
         self.buffers: dict[int, list[Any]] = {}
-        self.profile_index = spec.get("profile_trial")
+        self.profile_index = spec.profile_trial
         self.profiling = device.type == "cuda"
         # Triton kernels the candidate's file defines count as its own by exact name even when launched by a path
         # the recorder does not see (Inductor's launcher inside a torch.compile'd forward).
-        self.declared_triton = set(spec.get("triton_kernels", []))
+        self.declared_triton = set(spec.triton_kernels)
         self.model: Any = None
 
     # -- import and construct ---------------------------------------------------------------------------------------
@@ -201,7 +215,7 @@ class _CandidateJob:
         spec, channel, monitor, device = self.spec, self.channel, self.monitor, self.device
         init_inputs, state = self.init_inputs, self.state
         try:
-            module = import_from_path(spec["candidate"], CANDIDATE_MODULE)
+            module = import_from_path(spec.candidate, CANDIDATE_MODULE)
         except JobFailure:
             raise
         except NotRunnableHere:
@@ -216,7 +230,7 @@ class _CandidateJob:
             raise JobFailure("compile_error", "missing-modelnew",
                              "the candidate defines no class ModelNew; a KernelBench solution must define "
                              "class ModelNew(nn.Module) taking the problem's constructor arguments")
-        torch.manual_seed(int(spec["init_seed"]))
+        torch.manual_seed(spec.init_seed)
         try:
             model = model_cls(*init_inputs)
         except BaseException as exc:
@@ -227,9 +241,9 @@ class _CandidateJob:
             own = model.state_dict()
             if own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
                 model.load_state_dict(state)
-                channel.send("weights", source="copied from the reference's state_dict")
+                channel.send(Weights(source="copied from the reference's state_dict"))
             else:
-                channel.send("weights", source="the candidate's own initialisation under the reference's seed")
+                channel.send(Weights(source="the candidate's own initialisation under the reference's seed"))
         monitor.check_identities("after construction")
         self.model = model
 
@@ -283,9 +297,9 @@ class _CandidateJob:
                         if "r" in held or not _profiler_failure(exc):
                             raise
                         self.profiling = False
-                        channel.send("note", code="profiler-unavailable",
-                                     message=f"the torch profiler could not list kernels: {type(exc).__name__}: "
-                                             f"{exc}")
+                        channel.send(Note(code="profiler-unavailable",
+                                          message=f"the torch profiler could not list kernels: "
+                                                  f"{type(exc).__name__}: {exc}"))
                         result = self.call(dev)
                 else:
                     result = self.call(dev)
@@ -299,7 +313,7 @@ class _CandidateJob:
         torch, launches, poison, tensors = self.torch, self.launches, self.poison, self.tensors
 
         channel, device, recorder, monitor = self.channel, self.device, self.recorder, self.monitor
-        channel.send("trial_start", index=trial.index, kind=trial.kind)
+        channel.send(TrialStart(index=trial.index, kind=trial.kind))
         dev = self._inputs(trial)
         dev_tensors = [v for v in dev if isinstance(v, torch.Tensor)]
         before = [tensors.digest(v) for v in dev_tensors]
@@ -337,41 +351,40 @@ class _CandidateJob:
                     recorder, launches.Counter())
             else:
                 kernels_seen = launches.cpu_kernel_records(recorder, aten.ops if aten else launches.Counter())
-            channel.send("kernels", kernels=[k.to_json() for k in kernels_seen],
-                         method="profiler" if device.type == "cuda" else "triton-launches+aten-dispatch")
-        channel.send(
-            "trial",
+            channel.send(Kernels(kernels=tuple(kernels_seen),
+                                 method="profiler" if device.type == "cuda" else "triton-launches+aten-dispatch"))
+        channel.send(CandidateTrial(
             index=trial.index,
             kind=trial.kind,
-            output_types=types,
-            outputs=[tensors.describe(o) for o in tensor_outputs],
+            output_types=tuple(types),
+            outputs=tuple(tensors.describe(o) for o in tensor_outputs),
             container=tensors.container_of(result),
-            mutated_inputs=mutated,
-            aliased_outputs=aliased,
-            late_writes=late,
+            mutated_inputs=tuple(mutated),
+            aliased_outputs=tuple(aliased),
+            late_writes=tuple(late),
             triton_launches=dict(recorder.counts),
             extension_calls=dict(recorder.extension_calls),
             own_calls=own_calls,
             # GPU: the device kernels this call ran that are the candidate's own (None: not profiled)
-            own_device_kernels=None if trial_kernels is None else [k.name for k in trial_kernels
-                                                                    if k.origin == "own"],
+            own_device_kernels=None if trial_kernels is None else tuple(k.name for k in trial_kernels
+                                                                         if k.origin == "own"),
             device_kernels=None if trial_kernels is None else len(trial_kernels),
             wall_s=wall_s,
-        )
+        ))
 
     # -- timing (GPU) -------------------------------------------------------------------------------------------
     def time(self) -> None:
         torch, tensors, trials = self.torch, self.tensors, self.trials
         measure, side_stream_suspected = self.measure, self.side_stream_suspected
 
-        timing = self.spec.get("timing") or {}
+        timing = self.spec.timing
         channel, device, recorder, monitor, clock = (self.channel, self.device, self.recorder, self.monitor,
                                                      self.clock)
-        if not (device.type == "cuda" and timing.get("enabled") and clock is not None):
+        if not (device.type == "cuda" and timing is not None and clock is not None):
             return
-        channel.send("phase", name="timing")
+        channel.send(Phase(name="timing"))
         # Fresh device copies of the first random trials' inputs (trial 0's own buffers were rewritten in place).
-        timed_trials = [t.index for t in self.plan if t.kind == trials.RANDOM][: int(timing.get("n_sets", 4))]
+        timed_trials = [t.index for t in self.plan if t.kind == trials.RANDOM][: self.spec.n_sets]
         sets = [tensors.to_device(tensors.load(self.shared / f"inputs-{i}.pt"), device) for i in timed_trials]
         _check_access_policy(channel)
         reset = persisting_l2_reset()
@@ -390,9 +403,8 @@ class _CandidateJob:
             return result
 
         try:
-            m, last = measure(timed_call, len(sets), clock, device=device,
-                              min_reps=int(timing["min_reps"]), max_reps=int(timing["max_reps"]),
-                              target_ms=float(timing["target_ms"]), warmup_ms=float(timing["warmup_ms"]))
+            m, last = measure(timed_call, len(sets), clock, device=device, min_reps=timing.min_reps,
+                              max_reps=timing.max_reps, target_ms=timing.target_ms, warmup_ms=timing.warmup_ms)
         except BaseException as exc:
             if isinstance(exc, SystemExit):
                 raise
@@ -404,9 +416,9 @@ class _CandidateJob:
         for set_index, value in last.items():
             outs = [o for o in tensors.flatten_outputs(value) if isinstance(o, torch.Tensor)]
             tensors.save(outs, self.out_dir / f"timed-{timed_trials[set_index]}.pt")
-        channel.send("timing", measurement=m.to_json(), side_stream=side_stream_suspected(m),
-                     timed_trials=[timed_trials[i] for i in sorted(last)],
-                     calls_without_own_kernel=without_own[0], timed_calls=without_own[1])
+        channel.send(TimingResult(measurement=m, side_stream=side_stream_suspected(m),
+                                  timed_trials=tuple(timed_trials[i] for i in sorted(last)),
+                                  calls_without_own_kernel=without_own[0], timed_calls=without_own[1]))
         _check_persisting_l2(channel, self.l2_limit_before)
         _check_access_policy(channel)
 
@@ -456,12 +468,12 @@ def _check_access_policy(channel: Channel) -> None:
             return
         num_bytes = int.from_bytes(bytes(value[8:16]), "little")
         if num_bytes:
-            channel.send("finding", code="persisting-l2",
-                         message=f"the candidate set an L2 access-policy window of {num_bytes / 2**20:.2f} MiB on "
-                                 "the timed stream: data kept persisting in L2 across timed calls",
-                         details={"window_bytes": num_bytes})
+            channel.send(ChildFinding(
+                code="persisting-l2", details={"window_bytes": num_bytes},
+                message=f"the candidate set an L2 access-policy window of {num_bytes / 2**20:.2f} MiB on the timed "
+                        "stream: data kept persisting in L2 across timed calls"))
     except Exception as exc:
-        channel.send("note", code="l2-check-unavailable", message=f"could not read the stream's L2 policy: {exc}")
+        channel.send(Note(code="l2-check-unavailable", message=f"could not read the stream's L2 policy: {exc}"))
 
 
 def _persisting_l2_limit() -> int | None:
@@ -486,20 +498,20 @@ def _check_persisting_l2(channel: Channel, before: int | None) -> None:
     Compared with the value read before the candidate was imported: drivers report a non-zero default."""
     after = _persisting_l2_limit()
     if after is None or before is None:
-        channel.send("note", code="l2-check-unavailable", message="could not read the persisting-L2 limit")
+        channel.send(Note(code="l2-check-unavailable", message="could not read the persisting-L2 limit"))
         return
     if after > before:
-        channel.send("finding", code="persisting-l2",
-                     message=f"the candidate raised the persisting-L2 carve-out from {before >> 20} to "
-                             f"{after >> 20} MiB; data kept warm across timed calls makes timing meaningless",
-                     details={"before_bytes": before, "after_bytes": after})
+        channel.send(ChildFinding(
+            code="persisting-l2", details={"before_bytes": before, "after_bytes": after},
+            message=f"the candidate raised the persisting-L2 carve-out from {before >> 20} to {after >> 20} MiB; "
+                    "data kept warm across timed calls makes timing meaningless"))
 
 
 def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, archs: list[str]) -> None:
     """Write the cubins of the Triton kernels the candidate launched: the ones that ran (GPU), and cross-compiled
     ones for each requested arch; name the shared objects of the CUDA extensions it built (GPU)."""
     for name, path in recorder.extension_files.items():
-        channel.send("binary", name=name, path=path)
+        channel.send(Binary(name=name, path=path))
     for name, kernel in recorder.compiled.items():
         try:
             cubin = kernel.asm["cubin"]
@@ -508,17 +520,17 @@ def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, ar
             ptx_path = out_dir / f"cubin-{name}-native.ptx"
             ptx_path.write_text(kernel.asm.get("ptx", "") if hasattr(kernel.asm, "get") else "")
             meta = kernel.metadata
-            channel.send("cubin", name=name, arch="native", path=str(path), ptx_path=str(ptx_path),
-                         n_regs=getattr(kernel, "n_regs", None), n_spills=getattr(kernel, "n_spills", None),
-                         shared=getattr(meta, "shared", None), num_warps=getattr(meta, "num_warps", None))
+            channel.send(Cubin(name=name, arch="native", path=str(path), ptx_path=str(ptx_path),
+                               n_regs=getattr(kernel, "n_regs", None), n_spills=getattr(kernel, "n_spills", None),
+                               shared=getattr(meta, "shared", None), num_warps=getattr(meta, "num_warps", None)))
         except Exception as exc:
-            channel.send("note", code="cubin-unavailable", message=f"no cubin for {name}: {exc}")
+            channel.send(Note(code="cubin-unavailable", message=f"no cubin for {name}: {exc}"))
     if not archs or not recorder.first:
         return
     try:
         from kernelwright.inspect.triton_compile import compile_for_arch
     except ImportError as exc:
-        channel.send("note", code="cross-compile-unavailable", message=f"cross-compilation unavailable: {exc}")
+        channel.send(Note(code="cross-compile-unavailable", message=f"cross-compilation unavailable: {exc}"))
         return
     for name, (fn, args, kwargs) in recorder.first.items():
         for arch in archs:
@@ -528,10 +540,10 @@ def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, ar
                 path.write_bytes(art.cubin)
                 ptx_path = out_dir / f"cubin-{name}-{arch}.ptx"
                 ptx_path.write_text(art.ptx or "")
-                channel.send("cubin", name=name, arch=arch, path=str(path), ptx_path=str(ptx_path), n_regs=art.n_regs,
-                             n_spills=art.n_spills, shared=art.shared_bytes, num_warps=art.num_warps,
-                             ptxas_log=getattr(art, "ptxas_log", ""))
+                channel.send(Cubin(name=name, arch=arch, path=str(path), ptx_path=str(ptx_path), n_regs=art.n_regs,
+                                   n_spills=art.n_spills, shared=art.shared_bytes, num_warps=art.num_warps,
+                                   ptxas_log=getattr(art, "ptxas_log", "")))
             except Exception as exc:
-                channel.send("note", code="cross-compile-failed",
-                             message=f"compiling {name} for {arch} failed: {type(exc).__name__}: "
-                                     f"{str(exc).splitlines()[0] if str(exc) else ''}")
+                channel.send(Note(code="cross-compile-failed",
+                                  message=f"compiling {name} for {arch} failed: {type(exc).__name__}: "
+                                          f"{str(exc).splitlines()[0] if str(exc) else ''}"))

@@ -37,7 +37,8 @@ WATCHED = (
     "kernelwright.verify.tensors:save", "kernelwright.verify.tensors:digest", "kernelwright.verify.tensors:load",
     "kernelwright.verify.tensors:flatten_outputs", "kernelwright.verify.tensors:describe",
     "kernelwright.verify.tensors:overlaps", "kernelwright.verify.tensors:to_device",
-    "kernelwright.isolation.child:Channel.send",
+    "kernelwright.isolation.child:Channel.send", "kernelwright.isolation.protocol:wire",
+    "kernelwright.isolation.protocol:_encode",
     # what lists the candidate's kernels and fills free memory with poison
     "kernelwright.verify.launches:cpu_kernel_records", "kernelwright.verify.launches:classify_device_kernels",
     "kernelwright.verify.launches:profile_cuda_kernels", "kernelwright.verify.launches:AtenRecorder",

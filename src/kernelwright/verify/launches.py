@@ -21,13 +21,13 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from kernelwright.export.runtime import install_interpreter_bf16_dot_fix  # noqa: F401 - re-exported
+from kernelwright.isolation.protocol import CandidateTrial, KernelRecord  # the records of the reports
 from kernelwright.problem.files import global_functions
 
 # aten operators that allocate or re-describe memory without computing: not "library work".
@@ -36,37 +36,6 @@ _FREE_ATEN = {
     "_local_scalar_dense", "resize_", "set_", "is_nonzero", "item", "sym_size", "sym_stride", "sym_numel",
     "sym_storage_offset", "_has_compatible_shallow_copy_type", "size", "stride", "dim", "is_same_size",
 }  # fmt: skip
-
-
-@dataclass(frozen=True, kw_only=True)
-class KernelRecord:
-    name: str
-    origin: str  # "own" or "library"
-    source: str  # "triton", "extension", "aten", "cuda" (a device kernel from the profiler)
-    launches: int
-    device_time_us: float | None  # None where not measured (CPU)
-    streams: tuple[int, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "origin": self.origin,
-            "source": self.source,
-            "launches": self.launches,
-            "device_time_us": self.device_time_us,
-            "streams": list(self.streams),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> KernelRecord:
-        return cls(
-            name=data["name"],
-            origin=data["origin"],
-            source=data["source"],
-            launches=int(data["launches"]),
-            device_time_us=data.get("device_time_us"),
-            streams=tuple(data.get("streams", ())),
-        )
 
 
 def _jit_name(fn: Any) -> str:
@@ -425,14 +394,13 @@ def cpu_kernel_records(recorder: LaunchRecorder, aten: Counter[str]) -> list[Ker
     return records
 
 
-def trials_without_own(messages: list[dict[str, Any]]) -> list[int]:
+def trials_without_own(reports: Sequence[CandidateTrial]) -> list[int]:
     """Checked calls that ran no kernel of the candidate's own. On a GPU every checked call is profiled: the
     device kernels decide. On the CPU the launches seen from Python decide, and only when some call showed one
     (an accounting that sees none anywhere says nothing about single calls; the kernel list then decides)."""
-    profiled = [m for m in messages if m.get("own_device_kernels") is not None]
+    profiled = [t for t in reports if t.own_device_kernels is not None]
     if profiled:
-        return [m["index"] for m in profiled if not m["own_device_kernels"]]
-    counted = [m for m in messages if "own_calls" in m]
-    if not any(m["own_calls"] > 0 for m in counted):
+        return [t.index for t in profiled if not t.own_device_kernels]
+    if not any(t.own_calls > 0 for t in reports):
         return []
-    return [m["index"] for m in counted if m["own_calls"] == 0]
+    return [t.index for t in reports if t.own_calls == 0]

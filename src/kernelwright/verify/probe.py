@@ -12,20 +12,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kernelwright.isolation.child import Channel
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProbeResult:
-    ok: bool
-    message: str  # one line: what ran, or what went wrong
-    outputs: tuple[dict[str, Any], ...] = ()  # shape and dtype of each output
-    reduced_sizes: dict[str, int] = field(default_factory=dict)  # CPU only
-    seconds: float = 0.0
+from kernelwright.isolation.protocol import JobError, ProbeResult, ProbeSpec  # ProbeResult: the job's report
 
 
 def probe_problem(path: str | Path, *, device: str, timeout_s: float = 300.0,
@@ -34,24 +24,22 @@ def probe_problem(path: str | Path, *, device: str, timeout_s: float = 300.0,
 
     workdir = Path(tempfile.mkdtemp(prefix="kernelwright-probe-"))
     try:
-        run = run_child("probe", {"problem": str(Path(path).resolve()), "device": device,
-                                  "max_elements": max_elements}, workdir=workdir, timeout_s=timeout_s,
-                        device=device)
+        spec = ProbeSpec(problem=str(Path(path).resolve()), device=device, max_elements=max_elements)
+        run = run_child("probe", spec, workdir=workdir, timeout_s=timeout_s, device=device)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    error = run.last("error")
-    result = run.last("probe")
+    error = run.report(JobError)
+    result = run.report(ProbeResult)
     if error is not None:
-        return ProbeResult(ok=False, message=error.get("message", "the problem failed"))
+        return ProbeResult(ok=False, message=error.message)
     if result is None:
         lines = [line for line in run.stderr_tail.splitlines() if line.strip()]
         return ProbeResult(ok=False, message=f"the problem's process {run.describe_exit()}"
                                              + (f": {lines[-1][:200]}" if lines else ""))
-    return ProbeResult(ok=bool(result["ok"]), message=result["message"], outputs=tuple(result["outputs"]),
-                       reduced_sizes=dict(result.get("reduced_sizes") or {}), seconds=float(result["seconds"]))
+    return result
 
 
-def run_probe_job(spec: dict[str, Any], channel: Channel) -> None:
+def run_probe_job(spec: ProbeSpec, channel: Channel) -> None:
     import torch
 
     from kernelwright.problem.files import import_from_path, read_problem
@@ -60,9 +48,9 @@ def run_probe_job(spec: dict[str, Any], channel: Channel) -> None:
     from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
 
     runtime.quiet_warnings()
-    device = runtime.device_of(spec["device"])
-    problem = read_problem(spec["problem"])  # the static checks first: Model, get_inputs
-    module = import_from_path(spec["problem"], PROBLEM_MODULE)
+    device = runtime.device_of(spec.device)
+    problem = read_problem(spec.problem)  # the static checks first: Model, get_inputs
+    module = import_from_path(spec.problem, PROBLEM_MODULE)
     started = time.perf_counter()
     init = make_init_inputs(module, 0)
     torch.manual_seed(0)
@@ -84,8 +72,8 @@ def run_probe_job(spec: dict[str, Any], channel: Channel) -> None:
         problems.append("the forward returned no output")
     reduced = {}
     if not problems and device.type == "cpu":
-        reduced = reduced_sizes(problem, max_elements=int(spec.get("max_elements", 1 << 18)))
+        reduced = reduced_sizes(problem, max_elements=spec.max_elements)
     message = "; ".join(problems) if problems else (
         f"ran on {device.type} in {seconds:.2f} s: " + ", ".join(f"{d['dtype']}{d['shape']}" for d in described))
-    channel.send("probe", ok=not problems, message=message, outputs=described, reduced_sizes=reduced,
-                 seconds=seconds)
+    channel.send(ProbeResult(ok=not problems, message=message, outputs=tuple(described), reduced_sizes=reduced,
+                             seconds=seconds))

@@ -16,6 +16,15 @@ import torch
 
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, JobFailure, short_traceback
+from kernelwright.isolation.protocol import (
+    DeviceFacts,
+    Note,
+    ReferenceKernels,
+    ReferenceSpec,
+    ReferenceTrial,
+    Semantics,
+    Work,
+)
 from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
 from kernelwright.verify import roofline, runtime, tensors, trials
@@ -166,21 +175,21 @@ def _ignored_inputs(model: torch.nn.Module, inputs: list[Any], outputs: list[tor
     return ignored
 
 
-def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
+def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
     runtime.quiet_warnings()
-    device = runtime.device_of(spec["device"])
-    runtime.configure_precision(allow_tf32=bool(spec.get("allow_tf32")))
-    shared, private = Path(spec["shared_dir"]), Path(spec["private_dir"])
-    init_seed = int(spec["init_seed"])
-    channel.send("device", facts=runtime.device_facts(device))
+    device = runtime.device_of(spec.device)
+    runtime.configure_precision(allow_tf32=spec.allow_tf32)
+    shared, private = Path(spec.shared_dir), Path(spec.private_dir)
+    init_seed = spec.init_seed
+    channel.send(DeviceFacts(facts=runtime.device_facts(device)))
 
     try:
-        module = import_from_path(spec["problem"], PROBLEM_MODULE)
+        module = import_from_path(spec.problem, PROBLEM_MODULE)
     except Exception as exc:
         raise _problem_failure("importing the problem", exc) from exc
     if not isinstance(getattr(module, "Model", None), type):
         raise JobFailure("problem_error", "problem-error", "the problem defines no class Model")
-    sizes.apply(module, spec.get("size_overrides") or {})
+    sizes.apply(module, spec.size_overrides)
 
     init_inputs = make_init_inputs(module, init_seed)
     torch.manual_seed(init_seed)
@@ -194,27 +203,27 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
 
     answers = _Answers(model, device)
 
-    plan = [trials.TrialSpec.from_json(t) for t in spec["trials"]]
+    plan = [trials.TrialSpec.from_json(t) for t in spec.trials]
     base_finite = True
     shape_change: dict[str, int] = {}
     if any(t.kind == trials.SHAPE for t in plan):
-        shape_change = _second_shape(module, dict(spec.get("size_globals", {})), init_seed, plan[0].seed)
+        shape_change = _second_shape(module, dict(spec.size_globals), init_seed, plan[0].seed)
     first_inputs: list[Any] | None = None
     first_outputs: list[torch.Tensor] | None = None
 
     for trial in plan:
         if not trial.needs_own_reference:
-            channel.send("trial", index=trial.index, kind=trial.kind, source=trial.source, skipped=None)
+            channel.send(ReferenceTrial(index=trial.index, kind=trial.kind, source=trial.source))
             continue
         if trial.kind == trials.SHAPE and not shape_change:
-            channel.send("trial", index=trial.index, kind=trial.kind,
-                         skipped="no size global can change without changing the model's constructor")
+            channel.send(ReferenceTrial(index=trial.index, kind=trial.kind,
+                                        skipped="no size global can change without changing the model's constructor"))
             continue
         inputs, note = _inputs_for(module, trial, shape_change)
         answer = answers.run(trial, inputs, note, base_finite)
         native, ref64, inputs, note, skipped = answer
         if skipped or native is None:
-            channel.send("trial", index=trial.index, kind=trial.kind, skipped=skipped or "no reference")
+            channel.send(ReferenceTrial(index=trial.index, kind=trial.kind, skipped=skipped or "no reference"))
             continue
         if trial.kind == trials.RANDOM:
             base_finite = base_finite and _all_finite(native)
@@ -228,43 +237,41 @@ def run_reference_job(spec: dict[str, Any], channel: Channel) -> None:
             torch.save({"native": host["native"], "fp64": host["fp64"]}, private / f"ref-{trial.index}.pt")
         del host
         device_inputs = [v for v in inputs if isinstance(v, torch.Tensor)]
-        channel.send(
-            "trial",
+        channel.send(ReferenceTrial(
             index=trial.index,
             kind=trial.kind,
             seed=trial.seed,
-            skipped=None,
             note=note,
-            inputs=[tensors.describe(v) if isinstance(v, torch.Tensor) else repr(v) for v in inputs],
-            outputs=[tensors.describe(o) for o in native],
+            inputs=tuple(tensors.describe(v) if isinstance(v, torch.Tensor) else repr(v) for v in inputs),
+            outputs=tuple(tensors.describe(o) for o in native),
             container=getattr(native, "container", None),
             finite=_all_finite(native),
             fp64=ref64 is not None,
             n_tensor_inputs=len(device_inputs),
-        )
+        ))
 
     if answers.fp64_note:
-        channel.send("note", code="no-fp64-reference", message=answers.fp64_note)
+        channel.send(Note(code="no-fp64-reference", message=answers.fp64_note))
 
-    if spec.get("count_work", True) and first_inputs is not None and first_outputs is not None:
+    if spec.count_work and first_inputs is not None and first_outputs is not None:
         ignored = _ignored_inputs(model, first_inputs, first_outputs, device)
         dev_inputs = tensors.to_device(first_inputs, device)
         try:
             work = roofline.count_work(model, dev_inputs, first_outputs, ignored)
-            channel.send("work", work=work.to_json())
+            channel.send(Work(work=work.to_json()))
         except Exception as exc:  # the counter is best effort; the verdict says the roofline is unknown
-            channel.send("note", code="work-count-failed",
-                         message=f"counting FLOPs/bytes failed: {type(exc).__name__}: {exc}")
+            channel.send(Note(code="work-count-failed",
+                              message=f"counting FLOPs/bytes failed: {type(exc).__name__}: {exc}"))
     if first_inputs is not None:
         _report_reference_kernels(model, first_inputs, device, channel)
-    if spec.get("aliasing", True) and first_inputs is not None:
+    if spec.aliasing and first_inputs is not None:
         dev_inputs = tensors.to_device(first_inputs, device)
         outs = _run(model, dev_inputs, device)
         aliased = sorted({j for j, o in enumerate(outs) for v in dev_inputs
                           if isinstance(v, torch.Tensor) and tensors.overlaps(o, v)})
         mutated = any(isinstance(v, torch.Tensor) and not torch.equal(v.cpu(), w)
                       for v, w in zip(dev_inputs, first_inputs) if isinstance(w, torch.Tensor))
-        channel.send("semantics", outputs_alias_inputs=aliased, mutates_inputs=bool(mutated))
+        channel.send(Semantics(outputs_alias_inputs=tuple(aliased), mutates_inputs=bool(mutated)))
 
 
 def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, int]) -> tuple[list[Any], str]:
@@ -354,7 +361,7 @@ def _report_reference_kernels(model: torch.nn.Module, inputs: list[Any], device:
                 _run(model, dev_inputs, device)
             names, method = sorted(recorder.ops), "aten-dispatch"
     except Exception as exc:
-        channel.send("note", code="reference-kernels-unavailable",
-                     message=f"could not list the reference's kernels: {type(exc).__name__}: {exc}")
+        channel.send(Note(code="reference-kernels-unavailable",
+                          message=f"could not list the reference's kernels: {type(exc).__name__}: {exc}"))
         return
-    channel.send("reference_kernels", names=names, method=method)
+    channel.send(ReferenceKernels(names=tuple(names), method=method))

@@ -20,12 +20,13 @@ from __future__ import annotations
 import functools
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from kernelwright.hardware import gpu_lock
+from kernelwright.isolation.protocol import Measurement  # the record a measurement is reported as
 
 
 @dataclass(frozen=True)
@@ -56,33 +57,6 @@ class Clock:
 
     def event(self) -> Any:
         return self.event_cls(enable_timing=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Measurement:
-    median_ms: float
-    min_ms: float
-    q1_ms: float
-    q3_ms: float
-    mean_ms: float
-    reps: int
-    host_ms_per_call: float  # wall time of the timed batch / reps (flushes included)
-    flush_ms: float  # median time of one L2 flush
-    unexplained_ms_per_call: float  # wall time the events and flushes do not account for
-
-    @property
-    def iqr_ms(self) -> float:
-        return self.q3_ms - self.q1_ms
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["iqr_ms"] = self.iqr_ms
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Measurement:
-        data = {k: v for k, v in data.items() if k != "iqr_ms"}
-        return cls(**data)
 
 
 _CHUNK = 100  # timed calls queued behind one device-side sleep

@@ -16,7 +16,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from kernelwright import __version__
 from kernelwright.config import config
 from kernelwright.errors import ConfigError, InputError
 from kernelwright.hardware.local import resolve_device
+from kernelwright.isolation import protocol
 from kernelwright.isolation.process import ChildRun, run_child
 from kernelwright.problem.files import CandidateFile, ProblemFile, read_candidate, read_problem
 from kernelwright.records import Finding, ProblemTraits, Severity, Status
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 # Copies and fills: in nearly every program, so not evidence that a candidate re-runs the reference.
 _TRIVIAL_KERNEL = re.compile(r"memcpy|memset|fill|copy|zero|clone|contiguous", re.I)
+_UNREPORTED = protocol.ReferenceTrial(index=-1, kind="unreported")  # a trial the reference said nothing of
 
 
 def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | None = None) -> Verdict:
@@ -144,7 +146,7 @@ class _Verification:
                                allowed_unit_roundoff=self.allowed_roundoff)
 
     # -- children -----------------------------------------------------------------------------------------------
-    def _run(self, job: str, spec: dict[str, Any], timeout: float | None = None) -> ChildRun:
+    def _run(self, job: str, spec: protocol.JobSpec, timeout: float | None = None) -> ChildRun:
         """Run one job; its time limit is cut to the deadline (the caller's budget), if any."""
         limit, by_budget = timeout or self.timeout, False
         if self.opts.deadline is not None:
@@ -189,68 +191,62 @@ class _Verification:
             judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
             self._judge_kernels(cand)
         timing: dict[str, Any] = {}
-        measurement = cand.last("timing")
-        if failure is None and measurement:
-            timing["candidate"] = measurement["measurement"]
-            if measurement.get("side_stream"):
-                m = measurement["measurement"]
+        timed = cand.report(protocol.TimingResult) if self.expects_timing else None  # else the candidate wrote it
+        if failure is None and timed:
+            m = timed.measurement
+            timing["candidate"] = m.to_json()
+            if timed.side_stream:
                 self.judge.add("side-stream",
-                               f"work the timed stream did not see: {m['unexplained_ms_per_call']:.3f} ms per call "
-                               f"beyond the measured {m['median_ms']:.3f} ms (another stream or a thread)",
-                               unexplained_ms_per_call=m["unexplained_ms_per_call"], median_ms=m["median_ms"])
-            without_own = int(measurement.get("calls_without_own_kernel") or 0)
+                               f"work the timed stream did not see: {m.unexplained_ms_per_call:.3f} ms per call "
+                               f"beyond the measured {m.median_ms:.3f} ms (another stream or a thread)",
+                               unexplained_ms_per_call=m.unexplained_ms_per_call, median_ms=m.median_ms)
+            without_own = timed.calls_without_own_kernel
             # Only where every checked call's own launches were visible from Python: a candidate whose kernels run
             # from a replayed CUDA graph or a compiled region shows none on any call, checked or timed.
-            visible = all(m.get("own_calls", 0) > 0 for m in cand.events("trial"))
+            visible = all(t.own_calls > 0 for t in cand.reports(protocol.CandidateTrial))
             if without_own and visible and not self.opts.allow_library_only and not self.judge.has("no-own-kernel"):
                 self.judge.add("timed-call-mismatch",
-                               f"{without_own} of {measurement.get('timed_calls')} timed calls launched no kernel of "
+                               f"{without_own} of {timed.timed_calls} timed calls launched no kernel of "
                                "the candidate's own: what was timed is not what was checked",
                                calls_without_own_kernel=without_own)
             if judged:  # a candidate already wrong when checked says nothing new by being wrong when timed
                 with self._phase("judging"):
-                    self._judge_timed_outputs(measurement, refs)
-        for finding in cand.events("finding"):
-            self.judge.add(finding["code"], finding["message"], **dict(finding.get("details") or {}))
+                    self._judge_timed_outputs(timed.timed_trials, refs)
+        for finding in cand.reports(protocol.ChildFinding):
+            self.judge.add(finding.code, finding.message, **finding.details)
         self._notes(cand)
         with self._phase("instructions"):
             instructions = self._instructions(cand)
         if failure is None and judged and not self._integrity_failed() and "candidate" in timing:
             with self._phase("baselines"):
-                timing.update(self._baselines(ref_trials))
+                timing.update(self._baselines())
         with self._phase("roofline"):
             roofline, percent = self._roofline(timing)
         with self._phase("decoys"):
-            self._degenerate_check(refs, ref_trials)
+            self._degenerate_check(refs)
         return self._verdict(failure, cand, timing, roofline, percent, instructions)
 
     # -- reference ----------------------------------------------------------------------------------------------
-    def _reference(self) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]], dict[str, Any]]:
-        spec = {
-            "problem": str(self.problem.path),
-            "device": self.device,
-            "init_seed": self.seed,
-            "trials": [t.to_json() for t in self.plan],
-            "shared_dir": str(self.shared),
-            "private_dir": str(self.private),
-            "allow_tf32": self.opts.allow_tf32,
-            "size_globals": {**self.problem.size_globals, **dict(self.opts.size_overrides or {})},
-            "size_overrides": dict(self.opts.size_overrides or {}),
-        }
+    def _reference(self) -> tuple[dict[int, dict[str, Any]], dict[int, protocol.ReferenceTrial], protocol.Semantics]:
+        sizes = dict(self.opts.size_overrides or {})
+        spec = protocol.ReferenceSpec(
+            problem=str(self.problem.path), device=self.device, init_seed=self.seed,
+            trials=tuple(t.to_json() for t in self.plan), shared_dir=str(self.shared), private_dir=str(self.private),
+            allow_tf32=self.opts.allow_tf32, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes)
         run = self._run("reference", spec)
         if self.budget_cut == "reference":
             raise _BudgetSpent("reference (cut short)")
-        error = run.last("error")
-        if error and error.get("status") == "problem_error":
-            log.info("the problem failed:\n%s", error.get("detail", ""))
-            raise InputError(f"problem {self.problem.path.name}: {error['message']}; fix the problem file")
+        error = run.report(protocol.JobError)
+        if error and error.status == "problem_error":
+            log.info("the problem failed:\n%s", error.detail)
+            raise InputError(f"problem {self.problem.path.name}: {error.message}; fix the problem file")
         if error or not run.finished:
-            what = error["message"] if error else run.describe_exit()
+            what = error.message if error else run.describe_exit()
             raise InputError(f"problem {self.problem.path.name}: computing the reference failed: {what}")
-        facts = run.last("device")
+        facts = run.report(protocol.DeviceFacts)
         if facts:
-            self.device_facts = facts["facts"]
-        ref_trials = {m["index"]: m for m in run.events("trial")}
+            self.device_facts = facts.facts
+        ref_trials = {t.index: t for t in run.reports(protocol.ReferenceTrial)}
         refs: dict[int, dict[str, Any]] = {}
         import torch
 
@@ -258,69 +254,54 @@ class _Verification:
             index = int(path.stem.split("-")[1])
             refs[index] = torch.load(path, map_location="cpu", weights_only=True)
         shutil.rmtree(self.private, ignore_errors=True)  # the answers now live only in this process
-        work = run.last("work")
+        work = run.report(protocol.Work)
         if work:
             from kernelwright.verify.roofline import WorkCount, traits
 
-            self.work = WorkCount.from_json(work["work"])
+            self.work = WorkCount.from_json(work.work)
             self.traits = traits(self.work, allow_tf32=self.opts.allow_tf32,
                                  allow_reduced_precision=self.opts.allow_reduced_precision)
-        for note in run.events("note"):
-            self.judge.add(note["code"], note["message"], Severity.NOTE)
-        semantics = run.last("semantics") or {"outputs_alias_inputs": [], "mutates_inputs": False}
-        self.reference_kernels = list((run.last("reference_kernels") or {}).get("names", []))
-        return refs, ref_trials, semantics
+        self._notes(run)
+        kernels = run.report(protocol.ReferenceKernels)
+        self.reference_kernels = list(kernels.names) if kernels else []
+        return refs, ref_trials, run.report(protocol.Semantics) or protocol.Semantics()
 
     # -- candidate ----------------------------------------------------------------------------------------------
-    def _candidate(self, ref_trials: dict[int, dict[str, Any]]) -> ChildRun:
+    def _candidate(self, ref_trials: dict[int, protocol.ReferenceTrial]) -> ChildRun:
         runnable = [t for t in self.plan
-                    if not ref_trials.get(t.index, {}).get("skipped")
-                    and (t.kind != trials.REPOISON or not ref_trials.get(t.source, {}).get("skipped"))]
-        expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, {}).get("outputs", []))
+                    if not ref_trials.get(t.index, _UNREPORTED).skipped
+                    and (t.kind != trials.REPOISON or not ref_trials.get(t.source, _UNREPORTED).skipped)]
+        expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, _UNREPORTED).outputs)
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
-        archs = list(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
-            [config.arch] if self.device == "cpu" else [])
-        spec = {
-            "candidate": str(self.candidate.path),
-            "device": self.device,
-            "init_seed": self.seed,
-            "trials": [t.to_json() for t in runnable],
-            "shared_dir": str(self.shared),
-            "out_dir": str(self.out),
-            "allow_tf32": self.opts.allow_tf32,
-            "expected_output_bytes": expected,
+        archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
+            (config.arch,) if self.device == "cpu" else ())
+        spec = protocol.CandidateSpec(
+            candidate=str(self.candidate.path), device=self.device, init_seed=self.seed,
+            trials=tuple(t.to_json() for t in runnable), shared_dir=str(self.shared), out_dir=str(self.out),
+            allow_tf32=self.opts.allow_tf32, expected_output_bytes=expected,
             # Which call is profiled is drawn afresh (not from --seed): a candidate cannot know which call to
             # behave on. Every trial's own launches are counted besides.
-            "profile_trial": secrets.choice(random_indices) if random_indices else None,
-            "watch_paths": [str(self.problem.path), str(self.private)],
-            "inspect_archs": archs,
-            "arch": config.arch,
-            "triton_kernels": list(self.candidate.triton_kernels),
-            "timing": {
-                "enabled": self.device == "cuda" and self.opts.timing,
-                "n_sets": min(int(config.input_sets), len(random_indices)) or 1,
-                "min_reps": config.timing_min_reps,
-                "max_reps": config.timing_max_reps,
-                "target_ms": config.timing_target_ms,
-                "warmup_ms": config.timing_warmup_ms,
-            },
-        }
+            profile_trial=secrets.choice(random_indices) if random_indices else None,
+            watch_paths=(str(self.problem.path), str(self.private)), inspect_archs=archs, arch=config.arch,
+            triton_kernels=tuple(self.candidate.triton_kernels),
+            timing=protocol.TimingSettings.from_config() if self.device == "cuda" and self.opts.timing else None,
+            n_sets=min(int(config.input_sets), len(random_indices)) or 1)
         for t in self.plan:
             if t not in runnable:
-                reason = ref_trials.get(t.index, {}).get("skipped") or "its source trial was skipped"
+                reason = ref_trials.get(t.index, _UNREPORTED).skipped or "its source trial was skipped"
                 self.judge.outcomes[t.index] = TrialOutcome(index=t.index, kind=t.kind, seed=t.seed,
                                                             status="skipped", note=reason)
         self.expected_trials = [t.index for t in runnable]
-        self.expects_timing = bool(spec["timing"]["enabled"])
+        self.expects_timing = spec.timing is not None
         return self._run("candidate", spec)
 
     def _unreported(self, run: ChildRun) -> list[str]:
         """What the candidate's job should have reported and did not. Messages come from the child, which the
         candidate can write to as well: a forged "done" or phase message proves nothing, the trials' own reports
         do."""
-        reported = {m["index"] for m in run.events("trial")}
+        reported = {t.index for t in run.reports(protocol.CandidateTrial)}
         missing = [f"trial {i}" for i in self.expected_trials if i not in reported]
-        if self.expects_timing and not run.events("timing"):
+        if self.expects_timing and not run.report(protocol.TimingResult):
             missing.append("timing")
         return missing
 
@@ -330,15 +311,15 @@ class _Verification:
             self.judge.add("protocol-violation", message)
         if run.leftover_processes:
             self.judge.add("background-process", "the candidate left processes running after its job ended")
-        error = run.last("error")
-        started = run.events("trial_start")
-        phase = (run.last("phase") or {}).get("name")
-        during = f" during trial {started[-1]['index']} ({started[-1]['kind']})" if started else ""
-        if phase == "timing":
+        error = run.report(protocol.JobError)
+        started = run.reports(protocol.TrialStart)
+        phase = run.report(protocol.Phase)
+        during = f" during trial {started[-1].index} ({started[-1].kind})" if started else ""
+        if phase and phase.name == "timing":
             during = " while being timed"
         missing = self._unreported(run)
-        if phase == "instructions" and not missing and (error or not run.finished or run.timed_out):
-            what = error["message"] if error else run.describe_exit()
+        if phase and phase.name == "instructions" and not missing and (error or not run.finished or run.timed_out):
+            what = error.message if error else run.describe_exit()
             self.judge.add("instructions-unavailable",
                            f"compiling the candidate's kernels for the instruction summary failed ({what}); every "
                            "check had finished, so the verdict stands on them", Severity.WARNING)
@@ -352,10 +333,10 @@ class _Verification:
                                        "the run more time with --budget)"
             return Status.TIMEOUT, f"the candidate {run.describe_exit()}{during}"
         if error:
-            status = Status(error["status"]) if error["status"] in Status._value2member_map_ else Status.RUNTIME_ERROR
-            self.judge.add(error["code"], error["message"], details=error.get("detail", ""))
+            status = Status(error.status) if error.status in Status._value2member_map_ else Status.RUNTIME_ERROR
+            self.judge.add(error.code, error.message, details=error.detail)
             special = self._special_trial_failure(run, started) if status is Status.RUNTIME_ERROR else None
-            return special or (status, error["message"])
+            return special or (status, error.message)
         if not run.finished:
             return self._special_trial_failure(run, started) or (
                 Status.CRASHED, f"the candidate's process {run.describe_exit()}{during}")
@@ -365,40 +346,44 @@ class _Verification:
                                     f"{', '.join(missing[:4]) or 'a clean exit'}{during}")
         return None
 
-    def _special_trial_failure(self, run: ChildRun, started: list[dict[str, Any]]) -> tuple[Status, str] | None:
+    def _special_trial_failure(self, run: ChildRun, started: list[protocol.TrialStart]) -> tuple[Status, str] | None:
         """A candidate that ran every ordinary trial but died (raised, crashed, hung) on a special one — a second
         shape, scaled inputs — fails that trial's test, not just "crashed"."""
-        if not started or started[-1]["kind"] not in SPECIAL_TRIAL_CODES:
+        if not started or started[-1].kind not in SPECIAL_TRIAL_CODES:
             return None
-        finished = {m["index"] for m in run.events("trial")}
+        finished = {t.index for t in run.reports(protocol.CandidateTrial)}
         ordinary = [t.index for t in self.plan if t.kind == trials.RANDOM]
         if not all(i in finished for i in ordinary):
             return None
-        kind = started[-1]["kind"]
+        kind = started[-1].kind
         code, _ = SPECIAL_TRIAL_CODES[kind]
-        error = run.last("error")
-        what = error["message"] if error else run.describe_exit()
+        error = run.report(protocol.JobError)
+        what = error.message if error else run.describe_exit()
         message = f"passes the ordinary trials but fails on the {kind.replace('_', '-')} trial: {what}"
-        self.judge.add(code, message, trial=started[-1]["index"])
+        self.judge.add(code, message, trial=started[-1].index)
         return Status.REJECTED, f"{code}: {message}"
 
     # -- judging outputs ----------------------------------------------------------------------------------------
-    def _judge_trials(self, run: ChildRun, refs: dict[int, dict[str, Any]], ref_trials: dict[int, dict[str, Any]],
-                      semantics: dict[str, Any]) -> bool:
+    def _judge_trials(self, run: ChildRun, refs: dict[int, dict[str, Any]],
+                      ref_trials: dict[int, protocol.ReferenceTrial], semantics: protocol.Semantics) -> bool:
         from kernelwright.verify import tensors
 
         random_ok = True
         by_index = {t.index: t for t in self.plan}
-        self.trials_without_own = trials_without_own(run.events("trial"))
-        for message in run.events("trial"):
-            index = message["index"]
-            trial = by_index[index]
+        reports = run.reports(protocol.CandidateTrial)
+        self.trials_without_own = trials_without_own(reports)
+        for message in reports:
+            index = message.index
+            trial = by_index.get(index)
+            if trial is None:  # written by the candidate: the harness reports only the trials it was given
+                self.judge.add("protocol-violation", f"a report of trial {index}, which was never planned")
+                continue
             ref = refs.get(trial.source if trial.kind == trials.REPOISON else index)
             if ref is None:
                 continue
             expected = ref["native"]
             problems = []
-            for i, type_name in enumerate(message.get("output_types", [])):
+            for i, type_name in enumerate(message.output_types):
                 if type_name != "torch.Tensor":
                     self.judge.add("output-subclass",
                                    f"output {i} is a {type_name}, not a plain torch.Tensor: a subclass can make any "
@@ -412,21 +397,21 @@ class _Verification:
             problems += compare.structure_problems(got, expected, self.device) if not problems else []
             if not problems:
                 # One tensor and a one-element tuple/list flatten alike; a caller of the op does not see them alike.
-                source_trial = ref_trials.get(trial.source if trial.kind == trials.REPOISON else index, {})
-                want, have = tensors.result_shape(source_trial.get("container")), tensors.result_shape(message.get("container"))
+                source_trial = ref_trials.get(trial.source if trial.kind == trials.REPOISON else index, _UNREPORTED)
+                want, have = tensors.result_shape(source_trial.container), tensors.result_shape(message.container)
                 if want and have and want != have:
-                    problems.append(f"forward returns a {message['container']} where the problem returns a "
-                                    f"{source_trial['container']}")
-            if message.get("mutated_inputs") and not semantics.get("mutates_inputs"):
-                self.judge.add("input-mutation",
-                               f"forward changed its input(s) {message['mutated_inputs']} in place (trial {index})",
-                               inputs=message["mutated_inputs"])
-            aliased = [j for j in message.get("aliased_outputs", []) if j not in semantics.get("outputs_alias_inputs", [])]
+                    problems.append(f"forward returns a {message.container} where the problem returns a "
+                                    f"{source_trial.container}")
+            mutated = list(message.mutated_inputs)
+            if mutated and not semantics.mutates_inputs:
+                self.judge.add("input-mutation", f"forward changed its input(s) {mutated} in place (trial {index})",
+                               inputs=mutated)
+            aliased = [j for j in message.aliased_outputs if j not in semantics.outputs_alias_inputs]
             if aliased:
                 self.judge.add("output-aliases-input", f"output(s) {aliased} share memory with an input")
-            if message.get("late_writes"):
+            if message.late_writes:
                 self.judge.add("background-thread",
-                               f"output(s) {message['late_writes']} changed after forward returned: work is still "
+                               f"output(s) {list(message.late_writes)} changed after forward returned: work is still "
                                "running in the background")
             comparisons = []
             if not problems:
@@ -438,7 +423,7 @@ class _Verification:
                 f"output {j}: {c.reason}" for j, c in enumerate(comparisons) if not c.ok)
             self.judge.outcomes[index] = TrialOutcome(
                 index=index, kind=trial.kind, seed=trial.seed if trial.kind != trials.REPOISON else None,
-                status="ok" if ok else "wrong", note=note or ref_trials.get(index, {}).get("note", ""),
+                status="ok" if ok else "wrong", note=note or ref_trials.get(index, _UNREPORTED).note,
                 comparisons=tuple(c.to_json() for c in comparisons))
             if ok:
                 continue
@@ -467,7 +452,7 @@ class _Verification:
                 trial = by_index[index]
                 if outcome.status == "wrong" and trial.kind in SPECIAL_TRIAL_CODES:
                     code, template = SPECIAL_TRIAL_CODES[trial.kind]
-                    detail = ref_trials.get(index, {}).get("note", "")
+                    detail = ref_trials.get(index, _UNREPORTED).note
                     message = template.format(source=trial.source, note=detail or trial.kind) + f" — {outcome.note}"
                     if self._imprecise_only(trial, outcome):
                         # KernelBench's fixed tolerance does not scale with the values: finite, slightly-off outputs
@@ -513,10 +498,10 @@ class _Verification:
             else:
                 seen[key] = index
 
-    def _judge_timed_outputs(self, measurement: Mapping[str, Any], refs: dict[int, dict[str, Any]]) -> None:
+    def _judge_timed_outputs(self, timed_trials: tuple[int, ...], refs: dict[int, dict[str, Any]]) -> None:
         from kernelwright.verify import tensors
 
-        for set_index in measurement.get("timed_trials", []):
+        for set_index in timed_trials:
             ref = refs.get(set_index)
             path = self.out / f"timed-{set_index}.pt"
             if ref is None or not path.exists():
@@ -536,30 +521,30 @@ class _Verification:
                     return
 
     def _judge_kernels(self, run: ChildRun) -> None:
-        self.kernels: list[dict[str, Any]] = list((run.last("kernels") or {}).get("kernels", []))
-        if not self.kernels or run.last("error"):
+        listed = run.report(protocol.Kernels)
+        self.kernels: list[protocol.KernelRecord] = list(listed.kernels) if listed else []
+        if not self.kernels or run.report(protocol.JobError):
             return
+        # The very kernel (full signature) the reference's PyTorch ran: a same-named decoy compiled by the candidate
+        # does not make the library's work its own.
+        self.kernels = [replace(k, origin="library", source="cuda")
+                        if k.origin == "own" and k.name in self.reference_kernels else k for k in self.kernels]
         reference = [n for n in self.reference_kernels if not _TRIVIAL_KERNEL.search(n)]
-        for k in self.kernels:
-            if k["origin"] == "own" and k["name"] in self.reference_kernels:
-                # The very kernel (full signature) the reference's PyTorch ran: a same-named decoy compiled by
-                # the candidate does not make the library's work its own.
-                k.update(origin="library", source="cuda")
-        own = [k for k in self.kernels if k["origin"] == "own"]
-        library = {k["name"] for k in self.kernels if k["origin"] != "own"}
+        own = [k for k in self.kernels if k.origin == "own"]
+        library = {k.name for k in self.kernels if k.origin != "own"}
         if own and reference and set(reference) <= library and not self.opts.allow_library_only:
             self.judge.add("no-own-kernel",
                            f"the candidate's library calls already run every kernel of the reference "
                            f"({', '.join(n[:50] for n in reference[:3])}); its own kernel(s) "
-                           f"({', '.join(k['name'][:40] for k in own[:3])}) only add to them",
+                           f"({', '.join(k.name[:40] for k in own[:3])}) only add to them",
                            reference_kernels=reference)
-        total = sum(k["device_time_us"] or 0.0 for k in self.kernels)
-        own_time = sum(k["device_time_us"] or 0.0 for k in own)
+        total = sum(k.device_time_us or 0.0 for k in self.kernels)
+        own_time = sum(k.device_time_us or 0.0 for k in own)
         if not own and not self.opts.allow_library_only:
-            names = ", ".join(k["name"][:60] for k in self.kernels[:4])
+            names = ", ".join(k.name[:60] for k in self.kernels[:4])
             self.judge.add("no-own-kernel",
                            f"the candidate launched no kernel of its own, only library work ({names}); "
-                           "pass --allow-library-only to accept that", library=[k["name"] for k in self.kernels])
+                           "pass --allow-library-only to accept that", library=[k.name for k in self.kernels])
         elif self.trials_without_own and not self.opts.allow_library_only:
             listed = ", ".join(map(str, self.trials_without_own[:6]))
             self.judge.add("no-own-kernel",
@@ -569,20 +554,20 @@ class _Verification:
             self.judge.add("library-share",
                            f"library kernels take {100 * (1 - own_time / total):.0f}% of the candidate's device time",
                            Severity.NOTE, own_share=own_time / total)
-        if any(len(k.get("streams", [])) > 0 for k in self.kernels):
-            streams = sorted({s for k in self.kernels for s in k.get("streams", [])})
+        if any(k.streams for k in self.kernels):
+            streams = sorted({s for k in self.kernels for s in k.streams})
             if len(streams) > 1:
                 self.judge.add("multiple-streams", f"kernels ran on {len(streams)} streams {streams}",
                                Severity.NOTE, streams=streams)
 
     def _notes(self, run: ChildRun) -> None:
-        for note in run.events("note"):
-            self.judge.add(note["code"], note["message"], Severity.NOTE)
-        build = run.last("cuda_build")
+        for note in run.reports(protocol.Note):
+            self.judge.add(note.code, note.message, Severity.NOTE)
+        build = run.report(protocol.CudaBuild)
         if build:
-            result = build.get("result") or {}
+            result = build.result
             state = {True: "compiled", False: "failed to compile", None: "was not compiled"}[result.get("ok")]
-            self.judge.add("cuda-build", f"CUDA extension {build['name']!r} {state} for {build['arch']}",
+            self.judge.add("cuda-build", f"CUDA extension {build.name!r} {state} for {build.arch}",
                            Severity.NOTE if result.get("ok") else Severity.WARNING, **result)
 
     def _integrity_failed(self) -> bool:
@@ -593,7 +578,7 @@ class _Verification:
         return instruction_evidence(run, native=native_arch(self.device_facts), traits=self.traits, judge=self.judge)
 
     # -- baselines and roofline ---------------------------------------------------------------------------------
-    def _baselines(self, ref_trials: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    def _baselines(self) -> dict[str, Any]:
         from kernelwright.verify.baseline import cached_ceilings, collect_baselines, plan_baselines
 
         n_sets = min(int(config.input_sets), sum(1 for t in self.plan if t.kind == trials.RANDOM))
@@ -601,22 +586,10 @@ class _Verification:
         if not variants:
             self.ceilings = cached_ceilings(self.device_facts.get("name")) or self.ceilings
             return dict(reused)
-        spec = {
-            "problem": str(self.problem.path),
-            "device": self.device,
-            "init_seed": self.seed,
-            "shared_dir": str(self.shared),
-            "input_sets": list(range(n_sets)),
-            "allow_tf32": self.opts.allow_tf32,
-            "size_overrides": dict(self.opts.size_overrides or {}),
-            "variants": variants,
-            "timing": {
-                "min_reps": config.timing_min_reps,
-                "max_reps": config.timing_max_reps,
-                "target_ms": config.timing_target_ms,
-                "warmup_ms": config.timing_warmup_ms,
-            },
-        }
+        spec = protocol.BaselineSpec(
+            problem=str(self.problem.path), device=self.device, init_seed=self.seed, shared_dir=str(self.shared),
+            input_sets=tuple(range(n_sets)), allow_tf32=self.opts.allow_tf32, variants=tuple(variants),
+            size_overrides=dict(self.opts.size_overrides or {}), timing=protocol.TimingSettings.from_config())
         run = self._run("baseline", spec, timeout=max(self.timeout, 1800.0))
         found, ceilings = collect_baselines(run, reused, self.judge, budget_cut=self.budget_cut == "baseline")
         self.ceilings = ceilings or self.ceilings
@@ -631,7 +604,7 @@ class _Verification:
                      ceilings=self.ceilings, allow_tf32=self.opts.allow_tf32, judge=self.judge)
 
     # -- degenerate problems ------------------------------------------------------------------------------------
-    def _degenerate_check(self, refs: dict[int, dict[str, Any]], ref_trials: dict[int, dict[str, Any]]) -> None:
+    def _degenerate_check(self, refs: dict[int, dict[str, Any]]) -> None:
         from kernelwright.verify.decoys import degenerate_decoys
 
         found = degenerate_decoys(self.problem.sha256, refs, self.shared, mode=self.opts.tolerance,
@@ -692,7 +665,7 @@ class _Verification:
             roofline=roofline,
             percent_of_floor=percent,
             traits=self.traits,
-            kernels=tuple(self.kernels),
+            kernels=tuple(k.to_json() for k in self.kernels),
             instructions=tuple(instructions),
             stderr_tail=run.stderr_tail if status is not Status.PASSED else "",
             phases=dict(self.phases),
