@@ -120,3 +120,24 @@ def test_training_mode_batch_norm_updates_its_running_statistics_in_place(tmp_pa
     run = subprocess.run([sys.executable, "-c", _RUN_BOTH, str(problem), str(candidate)], capture_output=True,
                          text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert run.returncode == 0 and "same" in run.stdout, run.stderr[-2000:]
+
+
+def test_a_small_tensor_constant_of_the_forward_is_written_out(check) -> None:
+    # KernelBench level 2 writes `torch.min(x, torch.tensor(self.constant_value))` (three problems were refused).
+    the_plan, verdict = check("tensor_constant", """
+        class Model(nn.Module):
+            def __init__(self, constant):
+                super().__init__()
+                self.constant = constant
+
+            def forward(self, x):
+                return torch.min(x, torch.tensor(self.constant)) * 2.0
+
+        def get_inputs():
+            return [torch.randn(7, 33)]
+
+        def get_init_inputs():
+            return [0.25]
+    """)
+    assert the_plan.fully_covered and list(the_plan.graph.constants.values())[0].item() == 0.25
+    assert verdict.passed, verdict.message

@@ -184,6 +184,9 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
     for placeholder, fqn in graph.parameters.items():
         if placeholder in used:
             body.append(f"{placeholder} = {_state(fqn)}")
+    for placeholder, value in graph.constants.items():  # as the reference's forward makes them
+        if placeholder in used:
+            body.append(f"{placeholder} = torch.tensor({value.tolist()!r}, dtype={value.dtype}, device=_device)")
     defined: set[str] = set()  # symbolic sizes written so far
     for kind, ref in _schedule(plan):
         if kind == "group":

@@ -110,6 +110,8 @@ class ProblemGraph:
     # Values the forward writes back rather than returns, as (value, "buffer" or "input", state_dict key or input
     # name): a training-mode batch norm's running statistics, updated in place as PyTorch does.
     writes: tuple[tuple[str, str, str], ...] = ()
+    # Small tensors the forward creates (`torch.tensor(self.value)`), by placeholder: written out in the candidate.
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def returned(self) -> list[str]:
@@ -241,6 +243,9 @@ def _instantiate(module: Any, seed: int, device: torch.device | None, *, name: s
 CAPTURE_TIMEOUT_S = 180.0
 
 
+MAX_INLINE_CONSTANT = 64  # elements: a tensor constant of the forward larger than this should be a buffer
+
+
 class _CaptureTimeout(BaseException):  # not an Exception: no except clause of a capture swallows it
     pass
 
@@ -290,6 +295,8 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
     try:  # shapes and dtypes are all a graph needs: on the meta device, no memory and no arithmetic
         model, args = _instantiate(module, seed, torch.device("meta"))
         exported, dynamic = _export(model, args)
+        if any(isinstance(c, torch.Tensor) and c.is_meta for c in exported.constants.values()):
+            raise ValueError("the forward makes tensor constants, whose values meta tensors do not hold")
     except Exception as exc:  # an operator without a meta kernel, a data-dependent forward: the real tensors
         log.info("capture on the meta device failed (%s: %s); capturing with real tensors", type(exc).__name__, exc)
         model, args = _instantiate(module, seed, None, name=problem.path.name)
@@ -303,14 +310,18 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
 
     signature = exported.graph_signature
     parameters: dict[str, str] = {}
+    constants: dict[str, torch.Tensor] = {}
     user_inputs: list[str] = []
     for spec in signature.input_specs:
         kind = spec.kind.name
         if kind in ("PARAMETER", "BUFFER"):
             parameters[spec.arg.name] = spec.target
-        elif kind == "CONSTANT_TENSOR":
-            raise InputError(f"problem {problem.path.name}: its forward creates a tensor constant "
-                             f"({spec.target}); register it as a buffer in __init__ so templates can read it")
+        elif kind == "CONSTANT_TENSOR":  # `torch.tensor(self.value)` in forward: a small one is written out
+            value = exported.constants.get(spec.target)
+            if not isinstance(value, torch.Tensor) or value.numel() > MAX_INLINE_CONSTANT:
+                raise InputError(f"problem {problem.path.name}: its forward creates a tensor constant "
+                                 f"({spec.target}); register it as a buffer in __init__ so templates can read it")
+            constants[spec.arg.name] = value.detach().cpu().clone()
         elif kind == "USER_INPUT" and hasattr(spec.arg, "name"):
             user_inputs.append(spec.arg.name)
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
@@ -369,7 +380,7 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
     graph = ProblemGraph(problem=problem, nodes=nodes, values=values, parameters=parameters, inputs=user_inputs,
                          input_positions=positions, n_forward_args=len(args), outputs=outputs,
                          module_prelude=prelude, init_source=init_source, returns_tuple=returns_tuple,
-                         symbols=symbols, dynamic=dynamic, writes=writes)
+                         symbols=symbols, dynamic=dynamic, writes=writes, constants=constants)
     graph.users = _users(nodes)
     return graph
 
