@@ -118,16 +118,15 @@ def test_the_llm_table_shares_the_rule_every_setting_has_a_variable(workdir, mon
     _write(workdir, '[kernelwright]\ntrials = 9\n[llm]\nmodel = "from-toml"\nmax_retries = 1\n')
     monkeypatch.setenv("DEEPSEEK_API_KEY", SECRET)
     monkeypatch.setenv("KERNELWRIGHT_LLM_MAX_RETRIES", "2")
-    settings = config.llm()
+    settings = resolve_settings()
     assert (settings.model, settings.max_retries, settings.api_key) == ("from-toml", 2, SECRET)
-    assert config.llm(model="from-flag").model == "from-flag"
-    assert resolve_settings() == settings
+    assert resolve_settings(model="from-flag").model == "from-flag"
 
 
 def test_api_key_env_from_the_environment_is_named_in_the_error(workdir, monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_LLM_API_KEY_ENV", "MY_UNSET_KEY")
     with pytest.raises(ConfigError, match="KERNELWRIGHT_LLM_API_KEY_ENV names MY_UNSET_KEY as its variable"):
-        config.llm()
+        resolve_settings()
 
 
 def test_llm_settings_built_directly_are_checked_like_the_file():

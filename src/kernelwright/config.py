@@ -4,7 +4,7 @@
     config.trials                      # 5, or $KERNELWRIGHT_TRIALS, or kernelwright.toml's [kernelwright] trials
     with config.scope(trials=2):       # tests and callers override for a block
         ...
-    config.llm(model="deepseek-chat")  # the LLM endpoint, from the [llm] table (kernelwright.llm.settings)
+    resolve_settings(model="deepseek-chat")   # kernelwright.llm.settings: the LLM endpoint, from the [llm] table
 
 Each setting is taken, highest first, from: an explicit value (a CLI flag, or ``config.scope()``), its environment
 variable (``KERNELWRIGHT_<NAME>``; ``KERNELWRIGHT_LLM_<NAME>`` for the ``[llm]`` table; an empty variable counts as
@@ -32,7 +32,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from kernelwright.errors import ConfigError
@@ -41,9 +41,6 @@ try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
-
-if TYPE_CHECKING:
-    from kernelwright.llm.settings import LLMSettings
 
 log = logging.getLogger(__name__)
 
@@ -357,13 +354,6 @@ class Config:
     def describe(self) -> list[tuple[str, str, Any, str]]:
         """(name, variable, current value, doc) for every setting."""
         return [(k.name, k.env, getattr(self, k.name), k.doc) for k in KNOBS.values()]
-
-    def llm(self, *, model: str | None = None, base_url: str | None = None, **where: Any) -> LLMSettings:
-        """The LLM endpoint from the ``[llm]`` table and the flags ``--model``/``--base-url``; a ConfigError when it
-        cannot be used (no key). ``where``: ``config_file``, ``environ``, ``cwd`` (tests)."""
-        from kernelwright.llm.settings import resolve_settings
-
-        return resolve_settings(model=model, base_url=base_url, **where)
 
 
 config = Config()

@@ -1,7 +1,7 @@
 """Where the LLM generator sends its requests, with which key, and how patiently: the ``[llm]`` table of
 :mod:`kernelwright.config` (its settings, parsers and precedence are there; this module adds the key and prices).
 
-    settings = config.llm(model="deepseek-chat")   # flags from the CLI; None = not given (or resolve_settings)
+    settings = resolve_settings(model="deepseek-chat")   # flags from the CLI; None = not given
     settings.describe()   # 'deepseek-chat at https://api.deepseek.com, key from DEEPSEEK_API_KEY, ...'
 
 Precedence, highest first: the arguments (CLI flags), the environment (``KERNELWRIGHT_LLM_<NAME>`` for every

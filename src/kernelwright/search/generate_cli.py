@@ -44,11 +44,11 @@ def slug(request: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelwright.config import config
     from kernelwright.errors import InputError
     from kernelwright.generate.families.base import Policy
     from kernelwright.hardware.local import resolve_device
     from kernelwright.llm.client import LLMClient, LLMError
+    from kernelwright.llm.settings import resolve_settings
 
     if not args.request.strip():
         raise InputError("the request is empty: say what to build, e.g. \"softmax over the last dim of 4096x8192 "
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         out = args.out or Path("runs") / name
         out.mkdir(parents=True, exist_ok=True)
-        settings = config.llm(model=args.model, base_url=args.base_url)
+        settings = resolve_settings(model=args.model, base_url=args.base_url)
         with LLMClient(settings) as client:
             try:
                 problem = write_problem(args.request, out / f"{name}.py", client=client, device=device)

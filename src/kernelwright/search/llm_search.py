@@ -458,10 +458,10 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
         strat = make_strategy(strategy, samples, seed=seed)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
-    from kernelwright.config import config
     from kernelwright.llm.client import LLMClient
+    from kernelwright.llm.settings import resolve_settings
 
-    settings = config.llm(model=model, base_url=base_url)  # ConfigError (one line) without a key
+    settings = resolve_settings(model=model, base_url=base_url)  # ConfigError (one line) without a key
     holder: dict[str, LLMSearch] = {}  # the client stores each call through the search, made below
     client = LLMClient(settings, on_call=lambda record: holder["search"].on_call(record))
     evaluator = evaluator or evaluator_for(problem, device, arch, policy)
