@@ -97,3 +97,12 @@ def test_a_problem_never_reaches_past_the_whole_bench(tmp_path: Path, monkeypatc
     assert (cut.budget_per_problem_s, cut.verify_limit_s) == (120.0, 180.0)
     cut = runner._within_total(task, 1000.0 + 60.0).settings
     assert (cut.budget_per_problem_s, cut.verify_limit_s) == (60.0, 0.0)
+
+
+def test_a_row_a_budget_cut_short_is_not_finished() -> None:
+    # --resume runs such rows again: their verdicts say nothing about the kernel, only about the clock.
+    from kernelwright.bench.runner import _cut_short
+
+    assert _cut_short({"findings": ["budget-spent"], "notes": []})
+    assert _cut_short({"findings": [], "notes": ["baselines-cut", "low-occupancy"]})
+    assert not _cut_short({"findings": ["mismatch"], "notes": ["baseline-failed"]})

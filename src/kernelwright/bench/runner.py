@@ -23,7 +23,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -343,9 +343,9 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
         def finish(task: Task, row: dict[str, Any], baselines: dict[str, Any]) -> None:
             row = finite_json({**row, "key": row_key(task.problem, settings, where)})
             results[task.problem.name] = row
-            # A row the budget cut short is not finished: --resume runs it again (its baselines were cut, or it
-            # was interrupted or never started).
-            if row["status"] not in (rows.INTERRUPTED, rows.NOT_RUN) and "baselines-cut" not in row["notes"]:
+            # A row the budget cut short is not finished: --resume runs it again (its verify or its baselines
+            # were cut, or it was interrupted or never started).
+            if row["status"] not in (rows.INTERRUPTED, rows.NOT_RUN) and not _cut_short(row):
                 db.store_bench_result(row["key"], _sha(task.problem.path), task.problem.name, row)
             if baselines and row["status"] != rows.INTERRUPTED:
                 key = baseline_key(task.problem, settings, where)
@@ -369,6 +369,8 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
                     progress.show()
                     if row["status"] == rows.INTERRUPTED:
                         raise KeyboardInterrupt
+                    if deadline is not None and "budget-spent" in row.get("findings", ()):
+                        break  # the whole bench's budget is what ran out: the rest are not started
             else:
                 _run_parallel(pending, settings, deadline, progress, finish)
         except KeyboardInterrupt:
@@ -386,6 +388,11 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
     ordered = [results[p.name] for p in problems]
     return BenchOutcome(rows=ordered, machine=where, settings=settings, interrupted=interrupted, reused=reused,
                         elapsed_s=time.monotonic() - started)
+
+
+def _cut_short(row: Mapping[str, Any]) -> bool:
+    """Whether a budget stopped the row before it said everything: its verify or its baselines."""
+    return "budget-spent" in row.get("findings", ()) or "baselines-cut" in row.get("notes", ())
 
 
 def _within_total(task: Task, deadline: float | None) -> Task:

@@ -243,6 +243,18 @@ def _instantiate(module: Any, seed: int, device: torch.device | None, *, name: s
 CAPTURE_TIMEOUT_S = 180.0
 
 
+# Problems whose inputs and weights are larger than this are captured on the meta device (shapes only): KernelBench's
+# level 1 holds inputs of 4-64 GiB, which took minutes to create on the CPU (a 4 GiB hinge loss: 103 s) or did not
+# fit. Smaller ones keep real tensors: a few operators' meta kernels choose other output strides than the CPU's
+# (scaled_dot_product_attention's), and the templates follow the layout the reference produces.
+REAL_CAPTURE_BYTES = 1 << 30
+
+
+def _bytes(model: torch.nn.Module, args: Sequence[Any]) -> int:
+    tensors = [*model.state_dict().values(), *(a for a in args if isinstance(a, torch.Tensor))]
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
 MAX_INLINE_CONSTANT = 64  # elements: a tensor constant of the forward larger than this should be a buffer
 
 
@@ -292,13 +304,15 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
 
     module = import_from_path(problem.path, "kernelwright_captured_problem")
     sizes.apply(module, size_overrides or {})
-    try:  # shapes and dtypes are all a graph needs: on the meta device, no memory and no arithmetic
+    try:  # shapes and dtypes are all a graph needs: a large problem is captured on the meta device
         model, args = _instantiate(module, seed, torch.device("meta"))
+        if _bytes(model, args) <= REAL_CAPTURE_BYTES:
+            raise ValueError("small enough to capture with real tensors")
         exported, dynamic = _export(model, args)
         if any(isinstance(c, torch.Tensor) and c.is_meta for c in exported.constants.values()):
             raise ValueError("the forward makes tensor constants, whose values meta tensors do not hold")
-    except Exception as exc:  # an operator without a meta kernel, a data-dependent forward: the real tensors
-        log.info("capture on the meta device failed (%s: %s); capturing with real tensors", type(exc).__name__, exc)
+    except Exception as exc:  # small; an operator without a meta kernel; a data-dependent forward: real tensors
+        log.info("capturing with real tensors (%s: %s)", type(exc).__name__, exc)
         model, args = _instantiate(module, seed, None, name=problem.path.name)
         try:
             exported, dynamic = _export(model, args)

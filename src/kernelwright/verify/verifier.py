@@ -329,6 +329,7 @@ class _Verification:
             # trial, so a slow honest candidate (a CPU interpreter run) can run out of it on the last trial. A
             # verdict of timeout accuses nothing; the message says where the time ran out.
             if self.budget_cut == "candidate":
+                self.judge.add("budget-spent", f"the budget ran out{during}")
                 return Status.TIMEOUT, f"the budget ran out{during}: the candidate's process was stopped (give " \
                                        "the run more time with --budget)"
             return Status.TIMEOUT, f"the candidate {run.describe_exit()}{during}"
