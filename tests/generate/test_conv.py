@@ -1,6 +1,7 @@
-"""Family 6: 2-D convolution with its epilogue (bias, eval batch norm, activations, residual), both variants —
-library convolution + our epilogue kernel (config 0 when there is an epilogue) and the implicit-GEMM Triton
-convolution — proven under the interpreter on small, odd NCHW shapes in fp32 and bf16."""
+"""Family 6: 1-D, 2-D and 3-D convolution, grouped and depthwise too, with its epilogue (bias, eval batch norm,
+activations, residual), both variants — library convolution + our epilogue kernel (config 0 when there is an
+epilogue) and the implicit-GEMM Triton convolution — proven under the interpreter on small, odd NCL, NCHW and NCDHW
+shapes in fp32 and bf16."""
 
 from __future__ import annotations
 
@@ -149,3 +150,146 @@ def test_bare_conv_odd_channels_rectangular_kernel(check) -> None:
     assert [g.family for g in plan.groups] == ["conv"]
     assert verdict.status is Status.PASSED, verdict.message
     assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
+
+
+def test_claims_ranks_and_groups_not_transposed(tmp_path) -> None:
+    problem = tmp_path / "conv_kinds.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n" + textwrap.dedent("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c1 = nn.Conv1d(4, 4, 3, groups=2)
+                self.c3 = nn.Conv3d(4, 4, 1, groups=4)
+                self.t2 = nn.ConvTranspose2d(4, 4, 3)
+
+            def forward(self, x1, x3, x2):
+                return self.c1(x1), self.c3(x3), self.t2(x2)
+
+        def get_inputs():
+            return [torch.randn(1, 4, 9), torch.randn(1, 4, 2, 3, 3), torch.randn(1, 4, 5, 5)]
+
+        def get_init_inputs():
+            return []
+    """))
+    graph = capture(problem)
+    the_plan = make_plan(graph)
+    claimed = {g.detail["conv"]: g.detail for g in _conv_groups(the_plan)}
+    convs = [n for n in graph.nodes if n.op == "convolution"]
+    assert [len(n.info.shape) for n in convs] == [3, 5, 4]  # conv1d stays a convolution over NCL
+    assert sorted((len(d["stride"]), d["groups"]) for d in claimed.values()) == [(1, 2), (3, 4)]
+    assert convs[2].name not in claimed  # transposed: left to PyTorch
+
+
+GROUPED = """
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(6, 9, kernel_size=3, padding=1, groups=3, bias=True)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+    batch = 2
+    width = 9
+
+    def get_inputs():
+        return [torch.randn(batch, 6, 7, width)]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+def test_grouped_conv_bias_relu_fp32(check) -> None:
+    # 3 groups of 2 input and 3 output channels (masked tiles in both), 7 x 9 and a second shape: the grouped
+    # implicit GEMM (config 1). The library variant's groups are proven by the 3-D test.
+    plan, verdict = check("conv_grouped", GROUPED, config_index=1, distribution_trials=False)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered and group.detail["groups"] == 3
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+    assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
+
+
+def test_depthwise_strided_padded_bf16(check) -> None:
+    # Depthwise with a channel multiplier of 2 (groups = in_channels = 5, K = 1 x 3 x 3 per group: one K block of
+    # 16, mostly masked), stride 2, padding 1, no bias: the implicit GEMM is the default.
+    plan, verdict = check("conv_depthwise_bf16", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(5, 10, kernel_size=3, stride=2, padding=1, groups=5, bias=False,
+                                      dtype=torch.bfloat16)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        def get_inputs():
+            return [torch.randn(2, 5, 11, 8, dtype=torch.bfloat16)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    (group,) = _conv_groups(plan)
+    assert group.detail["groups"] == 5
+    assert verdict.status is Status.PASSED, verdict.message
+    assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
+
+
+CONV1D = """
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(5, 7, kernel_size=3, dilation=2, padding=1, bias=True)
+
+        def forward(self, x):
+            return torch.tanh(self.conv(x))
+
+    length = 31
+
+    def get_inputs():
+        return [torch.randn(2, 5, length)]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+def test_conv1d_dilated_channels_last_fp32(check) -> None:
+    # Config 3: the implicit GEMM reading the NCL input channels-last, and a second length (31 -> 27).
+    plan, verdict = check("conv1d_dilated", CONV1D, config_index=3, distribution_trials=False)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered and group.detail["dilation"] == (2,)
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+
+
+CONV3D = """
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv3d(4, 6, kernel_size=(3, 1, 2), padding=(1, 0, 1), stride=(1, 2, 1), groups=2,
+                                  bias=True)
+
+        def forward(self, x, y):
+            return torch.relu(self.conv(x)) + y
+
+    def get_inputs():
+        return [torch.randn(1, 4, 3, 5, 6), torch.randn(1, 6, 1, 3, 7)]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+@pytest.mark.parametrize("config_index", [0, 1])
+def test_conv3d_padded_bias_relu_fp32(check, config_index: int) -> None:
+    # Two groups, bias + relu, then a residual broadcast along depth (read by per-dimension strides); 6 taps, the
+    # output 3 x 3 x 7. Config 0: the library convolution (groups passed on) and our epilogue; config 1: the
+    # grouped implicit GEMM.
+    plan, verdict = check(f"conv3d_bias_relu_{config_index}", CONV3D, config_index=config_index,
+                          distribution_trials=False, shape_trial=False)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered and len(group.detail["stride"]) == 3 and group.detail["groups"] == 2
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(k["name"] == "aten::convolution" for k in verdict.kernels) == (config_index == 0)

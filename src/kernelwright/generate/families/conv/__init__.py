@@ -1,6 +1,7 @@
-"""Family 6 — 2-D convolution with its epilogue: ``aten.convolution`` (NCHW, groups 1, not transposed) followed by
-its bias, an eval-mode batch norm (``_native_batch_norm_legit_no_training``), and the pointwise nodes that consume
-the result (activations, a residual, casts), all applied in one pass over the output.
+"""Family 6 — convolution with its epilogue: ``aten.convolution`` (1-D NCL, 2-D NCHW or 3-D NCDHW; strided, padded,
+dilated; any groups, depthwise included; not transposed) followed by its bias, an eval-mode batch norm
+(``_native_batch_norm_legit_no_training``), and the pointwise nodes that consume the result (activations, a
+residual, casts), all applied in one pass over the output.
 
 Two variants, configurations of one group so the tuner can choose:
 
@@ -11,16 +12,21 @@ Two variants, configurations of one group so the tuner can choose:
   ``torch.backends.cudnn.allow_tf32`` from the precision policy (off unless TF32 is allowed), and the generated
   file relies on that process setting rather than changing global flags itself. Offered only when there is an
   epilogue to apply (a bare convolution would gain nothing but a copy).
-- **implicit GEMM**: a Triton convolution. The output pixels (image x OH x OW, flattened) are the GEMM's M, the
-  output channels its N, and the K loop walks the filter taps (kh, kw) and, inside each tap, the input channels
-  ``BLOCK_K`` at a time, gathering the input patch with masks for padding, stride and dilation. ``tl.dot``
-  (tensor cores for fp16/bf16; fp32 problems ``input_precision="ieee"`` unless the policy allows TF32). The
-  epilogue is applied to the fp32 accumulator before the single store.
+- **implicit GEMM**: a Triton convolution. The output pixels (image x [OD x] OH x OW, flattened) are the GEMM's M,
+  the output channels its N, and the K loop walks the filter taps ([kd,] kh, kw; a compile-time rank, the filter's
+  sizes constexpr) and, inside each tap, the input channels ``BLOCK_K`` at a time, gathering the input patch with
+  masks for padding, stride and dilation; spatial sizes are read from the tensors at run time. ``tl.dot`` (tensor
+  cores for fp16/bf16; fp32 problems ``input_precision="ieee"`` unless the policy allows TF32). The epilogue is
+  applied to the fp32 accumulator before the single store. Grouped (groups > 1): a program's channel tile lies in
+  one group, whose slice of the input channels is K (C_in / groups x taps); the launcher reads groups back from the
+  tensors. A depthwise convolution is this kernel with one input channel per group: correct, with the K block
+  (16, the least ``tl.dot`` takes) mostly masked — memory-bound work done as a GEMM, a first version.
 
-Groups > 1, transposed, 1-D and 3-D convolutions are left to PyTorch.
+Transposed convolutions are left to PyTorch.
 
 Modules: :mod:`.matching` (the convolution and who is who in a group), :mod:`.growing` (its batch norm and
-pointwise epilogue), :mod:`.writing` (both variants' kernels and launchers), :mod:`.family` (:class:`ConvFamily`).
+pointwise epilogue), :mod:`.spatial` (names and index arithmetic for rank 1, 2 and 3), :mod:`.writing` (both
+variants' kernels and launchers), :mod:`.family` (:class:`ConvFamily`).
 """
 
 from kernelwright.generate.families.conv.family import NAME, ConvFamily

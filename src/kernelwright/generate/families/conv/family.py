@@ -43,9 +43,10 @@ class ConvFamily:
         else:
             precision = "half"
             # Tensor cores (HGMMA on sm_90): M a multiple of 64 per warpgroup; K 32-64 per stage. Leads until
-            # timed. "nhwc" copies the input to channels-last first (one extra read and write of it) so that the
-            # patch loads run along channels: 128-bit loads instead of the 16-bit gathers along NCHW rows seen in
-            # the sm_90a SASS. With few input channels the NCHW gather wastes less, so it goes first there.
+            # timed. "nhwc" (channels-last, at any rank) copies the input to channels-last first (one extra read and
+            # write of it) so that the patch loads run along channels: 128-bit loads instead of the 16-bit gathers
+            # along NCHW rows seen in the sm_90a SASS. With few input channels (per group) the NCHW gather wastes
+            # less, so it goes first there.
             wide = graph.info(group_roles.weight).shape[1] >= 16
             first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
             tiles = [(128, 128, 64, 8, 3, first), (128, 128, 64, 8, 3, second), (128, 64, 64, 4, 3, first),

@@ -14,9 +14,10 @@ from kernelwright.generate.graph import Node, ProblemGraph, Ref
 _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def int_pair(value: object) -> tuple[int, int] | None:
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return int(value[0]), int(value[1])
+def int_tuple(value: object, rank: int) -> tuple[int, ...] | None:
+    """``value`` as ``rank`` plain ints (a stride, padding or dilation list), else None."""
+    if isinstance(value, (list, tuple)) and len(value) == rank and all(type(v) is int for v in value):
+        return tuple(int(v) for v in value)
     return None
 
 
@@ -25,25 +26,33 @@ def ref_name(value: object) -> str | None:
 
 
 def match_convolution(graph: ProblemGraph, node: Node, claimed: set[str]) -> dict[str, Any] | None:
-    """What a 2-D NCHW convolution (groups 1, not transposed, one float type) reads: the group's first facts."""
-    if node.name in claimed or node.op != "convolution" or node.info is None or len(node.info.shape) != 4:
+    """What a 1-D, 2-D or 3-D convolution (NCL, NCHW or NCDHW; any groups; not transposed; one float type) reads:
+    the group's first facts. ``groups`` is recorded as captured; the launchers read it back from the tensors
+    (``in_channels // weight.shape[1]``), so a second shape that changes the channels (a depthwise convolution's
+    groups follow them) stays right."""
+    if node.name in claimed or node.op != "convolution" or node.info is None or len(node.args) < 9:
+        return None
+    rank = len(node.info.shape) - 2
+    if rank not in (1, 2, 3):
         return None
     x, weight = ref_name(node.args[0]), ref_name(node.args[1])
-    bias = node.args[2] if len(node.args) > 2 else None
+    bias = node.args[2]
     if x is None or weight is None or (bias is not None and ref_name(bias) is None):
         return None
-    stride, padding, dilation = (int_pair(a) for a in node.args[3:6])
+    stride, padding, dilation = (int_tuple(a, rank) for a in node.args[3:6])
     transposed, groups = node.args[6], node.args[8]
-    if stride is None or padding is None or dilation is None or transposed or groups != 1:
+    if stride is None or padding is None or dilation is None or transposed:
+        return None
+    if type(groups) is not int or groups < 1:
         return None
     dtype = node.info.dtype
     operands = [x, weight] + ([bias.name] if bias is not None else [])
     if dtype not in _FLOAT_TYPES or any(graph.info(v).dtype != dtype for v in operands):
         return None
-    if len(graph.info(x).shape) != 4 or len(graph.info(weight).shape) != 4:
+    if len(graph.info(x).shape) != rank + 2 or len(graph.info(weight).shape) != rank + 2:
         return None
     return {"conv": node.name, "x": x, "weight": weight, "bias": bias.name if bias is not None else None,
-            "stride": stride, "padding": padding, "dilation": dilation, "bn": None}
+            "stride": stride, "padding": padding, "dilation": dilation, "groups": groups, "bn": None}
 
 
 @dataclass(frozen=True)
@@ -54,9 +63,10 @@ class Roles:
     x: str
     weight: str
     bias: str | None
-    stride: tuple[int, int]
-    padding: tuple[int, int]
-    dilation: tuple[int, int]
+    stride: tuple[int, ...]  # one per spatial dimension (1, 2 or 3 of them)
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int  # as captured: > 1 selects the grouped kernels
     bn: str | None  # the getitem holding the batch norm's result
     bn_weight: str | None
     bn_bias: str | None
@@ -69,6 +79,6 @@ class Roles:
 def roles(group: Group) -> Roles:
     d = group.detail
     return Roles(conv=d["conv"], x=d["x"], weight=d["weight"], bias=d["bias"], stride=tuple(d["stride"]),
-                 padding=tuple(d["padding"]), dilation=tuple(d["dilation"]), bn=d["bn"],
-                 bn_weight=d.get("bn_weight"), bn_bias=d.get("bn_bias"), bn_mean=d.get("bn_mean"),
+                 padding=tuple(d["padding"]), dilation=tuple(d["dilation"]), groups=int(d.get("groups", 1)),
+                 bn=d["bn"],                 bn_weight=d.get("bn_weight"), bn_bias=d.get("bn_bias"), bn_mean=d.get("bn_mean"),
                  bn_var=d.get("bn_var"), bn_eps=float(d.get("bn_eps", 0.0)), pointwise=tuple(d["pointwise"]))

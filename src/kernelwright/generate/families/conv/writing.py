@@ -19,6 +19,7 @@ from kernelwright.generate.families.base import (
     operand_mode,
 )
 from kernelwright.generate.families.conv.matching import roles
+from kernelwright.generate.families.conv.spatial import Spatial, unflatten
 from kernelwright.generate.graph import ProblemGraph, node_inputs
 from kernelwright.generate.operators import CONSTANTS
 
@@ -43,6 +44,8 @@ class _Renderer:
         self.shape: tuple[int, ...] = tuple(group.detail["shape"])
         self.dtype = graph.info(self.roles.conv).dtype
         r = self.roles
+        self.spatial = Spatial(len(self.shape) - 2)
+        self.grouped = r.groups > 1
         self.channel_params = [p for p in (r.bias, r.bn_weight, r.bn_bias, r.bn_mean, r.bn_var) if p is not None]
         members = set(group.nodes)
         operands: list[str] = []
@@ -91,15 +94,19 @@ class _Renderer:
         return [v for v in self.operands if self.modes[v] == "strided"]
 
     def _output_shape_lines(self) -> list[str]:
-        r = self.roles
-        (sh, sw), (ph, pw), (dh, dw) = r.stride, r.padding, r.dilation
-        return [
-            f"    batch, in_channels, in_h, in_w = {r.x}.shape",
-            f"    out_channels, _, k_h, k_w = {r.weight}.shape",
-            f"    out_h = (in_h + {2 * ph} - {dh} * (k_h - 1) - 1) // {sh} + 1",
-            f"    out_w = (in_w + {2 * pw} - {dw} * (k_w - 1) - 1) // {sw} + 1",
-            "    shape = (batch, out_channels, out_h, out_w)",
+        r, sp = self.roles, self.spatial
+        group_channels = "in_group" if self.grouped else "_"
+        lines = [
+            f"    batch, in_channels, {', '.join(sp.in_names)} = {r.x}.shape",
+            f"    out_channels, {group_channels}, {', '.join(sp.kernel_names)} = {r.weight}.shape",
         ]
+        for size, k, out, s, p, d in zip(sp.in_names, sp.kernel_names, sp.out_names, r.stride, r.padding,
+                                         r.dilation):
+            lines.append(f"    {out} = ({size} + {2 * p} - {d} * ({k} - 1) - 1) // {s} + 1")
+        if self.grouped:
+            lines.append("    groups = in_channels // in_group  # from the tensors: a second shape may change it")
+        lines.append(f"    shape = (batch, out_channels, {', '.join(sp.out_names)})")
+        return lines
 
     def _allocate(self) -> list[str]:
         return [f"    out_{o} = torch.empty(shape, dtype={self.graph.info(o).dtype}, device={self.roles.x}.device)"
@@ -111,17 +118,26 @@ class _Renderer:
         parts += [self.graph.node(n).op for n in r.pointwise]
         return ", ".join(parts)
 
+    def _head(self, kernel: str, params: Sequence[str], body: Sequence[str], kernel_doc: str, launcher_doc: str
+              ) -> list[str]:
+        """The kernel (signature, docstring, ``body``), then the launcher's signature, docstring and output sizes."""
+        src = ["@triton.jit", f"def {kernel}({', '.join(params)}):", f'    """{self._describe()}: {kernel_doc}"""']
+        src += [f"    {line}" for line in body]
+        src += ["", "", f"def {self.ident}({', '.join(self.group.inputs)}):",
+                f'    """{self._describe()}: {launcher_doc}"""']
+        return src + self._output_shape_lines()
+
     # -- variant (a): library convolution + our epilogue ------------------------------------------------------
     def library(self) -> Rendered:
-        r, ident = self.roles, self.ident
+        r, ident, sp = self.roles, self.ident, self.spatial
         kernel = f"{ident}_epilogue"
         tensors = list(dict.fromkeys(["conv_out", *self.channel_params, *self.operands]))
         strided = self._strided()
-        needs_hw = any(d in (2, 3) for v in strided for d in live_dims(self.graph.info(v).shape, self.shape))
+        needs_hw = any(d >= 2 for v in strided for d in live_dims(self.graph.info(v).shape, self.shape))
         params = [f"in_{v}" for v in tensors] + [f"out_{o}" for o in self.group.outputs]
-        params += ["n_channels", "n_pixels"] + (["width"] if needs_hw else [])
+        params += ["n_channels", "n_pixels"] + (sp.plane_sizes[1:] if needs_hw else [])
         for v in strided:
-            params += [f"stride_{v}_{d}" for d in range(4)]
+            params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
         params += ["BLOCK: tl.constexpr", "IDX64: tl.constexpr"]
         body = [
             "plane = tl.program_id(0)  # one (image, channel) plane of the output",
@@ -135,39 +151,36 @@ class _Renderer:
         if any(0 in live_dims(self.graph.info(v).shape, self.shape) for v in strided):
             body.append("image = plane // n_channels")
         if needs_hw:
-            body += ["row = pixels // width", "col = pixels % width"]
+            body += unflatten("pixels", sp.plane_coords, sp.plane_sizes)
         body.append("offs = plane * n_pixels + pixels")
         body.append("y = tl.load(in_conv_out + offs, mask=mask, other=0).to(tl.float32)")
         ctx = _Indexing(channel_load="tl.load(in_{v} + channel).to(tl.float32)",
-                        dims={0: "image", 1: "channel", 2: "row", 3: "col"}, vector_dims=(2, 3), flat="offs",
-                        masks={"all": "mask", "vector": "mask"})
+                        dims={0: "image", 1: "channel", **dict(zip(sp.dims(), sp.plane_coords))},
+                        vector_dims=tuple(sp.dims()), flat="offs", masks={"all": "mask", "vector": "mask"})
         lines, env = self._epilogue("y", ctx)
         body += lines + self._stores(env, "offs", "mask")
 
-        src = ["@triton.jit", f"def {kernel}({', '.join(params)}):"]
-        src.append(f'    """{self._describe()}: the epilogue of a library convolution, one pass over its output; '
-                   'per-channel parameters are scalars of the program."""')
-        src += [f"    {line}" for line in body]
-        src += ["", "", f"def {ident}({', '.join(self.group.inputs)}):"]
-        src.append(f'    """{self._describe()}: aten.convolution without its bias (cuDNN on a GPU), then our '
-                   'fused epilogue kernel."""')
-        src += self._output_shape_lines()
-        (sh, sw), (ph, pw), (dh, dw) = r.stride, r.padding, r.dilation
+        src = self._head(kernel, params, body, "the epilogue of a library convolution, one pass over its output; "
+                         "per-channel parameters are scalars of the program.",
+                         "aten.convolution without its bias (cuDNN on a GPU), then our fused epilogue kernel.")
         if self.dtype == torch.float32:
             src.append("    # fp32: cuDNN follows torch.backends.cudnn.allow_tf32, which the verifier sets from the "
                        "precision")
             src.append("    # policy (off for fp32 problems unless TF32 is allowed).")
-        src.append(f"    conv_out = torch.ops.aten.convolution.default({r.x}, {r.weight}, None, [{sh}, {sw}], "
-                   f"[{ph}, {pw}], [{dh}, {dw}], False, [0, 0], 1)")
-        src.append("    conv_out = conv_out.contiguous()  # NCHW (a no-op for NCHW inputs)")
+        stride, padding, dilation = (f"[{', '.join(map(str, t))}]" for t in (r.stride, r.padding, r.dilation))
+        src.append(f"    conv_out = torch.ops.aten.convolution.default({r.x}, {r.weight}, None, {stride}, "
+                   f"{padding}, {dilation}, False, [{', '.join(['0'] * sp.rank)}], "
+                   f"{'groups' if self.grouped else 1})")
+        src.append(f"    conv_out = conv_out.contiguous()  # {sp.layout} (a no-op for {sp.layout} inputs)")
         src += operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         block = self.config["BLOCK"]
-        src.append(f"    block = min({block}, max(triton.next_power_of_2(out_h * out_w), 128))")
-        args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", "out_h * out_w"]
-        args += ["out_w"] if needs_hw else []
+        n_pixels = " * ".join(sp.out_names)
+        src.append(f"    block = min({block}, max(triton.next_power_of_2({n_pixels}), 128))")
+        args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", n_pixels]
+        args += sp.out_names[1:] if needs_hw else []
         args += [f"*{v}.stride()" for v in strided]
-        src.append(f"    {kernel}[(batch * out_channels, triton.cdiv(out_h * out_w, block))]({', '.join(args)}, "
+        src.append(f"    {kernel}[(batch * out_channels, triton.cdiv({n_pixels}, block))]({', '.join(args)}, "
                    "BLOCK=block, "
                    f"IDX64=conv_out.numel() >= 2**31, num_warps={self.config['num_warps']})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
@@ -175,103 +188,166 @@ class _Renderer:
 
     # -- variant (b): implicit-GEMM Triton convolution --------------------------------------------------------
     def implicit_gemm(self) -> Rendered:
-        r, ident, config = self.roles, self.ident, self.config
+        r, ident, sp = self.roles, self.ident, self.spatial
         kernel = f"{ident}_kernel"
         strided = self._strided()
         tensors = [r.x, r.weight, *self.channel_params, *self.operands]
         tensors = list(dict.fromkeys(tensors))  # a residual may be the input itself
+        channels = ["c_in_g", *sp.sizes, "c_out", "groups"] if self.grouped else ["c_in", *sp.sizes, "c_out"]
         params = [f"in_{v}" for v in tensors] + [f"out_{o}" for o in self.group.outputs]
-        params += ["n_img", "c_in", "h", "w", "c_out", "oh", "ow",
-                   "sx_n", "sx_c", "sx_h", "sx_w", "sw_c", "sw_o", "sw_h", "sw_w"]
+        params += ["n_img", *channels, *sp.out_sizes, "sx_n", "sx_c", *sp.x_strides, "sw_c", "sw_o", *sp.w_strides]
         for v in strided:
-            params += [f"stride_{v}_{d}" for d in range(4)]
-        params += ["KH: tl.constexpr", "KW: tl.constexpr", "BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr",
-                   "BLOCK_K: tl.constexpr", "IDX64: tl.constexpr"]
-        (sh, sw), (ph, pw), (dh, dw) = r.stride, r.padding, r.dilation
-        if config["precision"] == "half":
-            dot = "acc = tl.dot(a, b, acc)"
-        else:
-            dot = f'acc = tl.dot(a, b, acc, input_precision="{config["precision"]}")'
-        body = [
-            "pid = tl.program_id(0)",
-            "n_tiles_n = tl.cdiv(c_out, BLOCK_N)",
-            "pid_m = pid // n_tiles_n  # neighbouring programs share the input tile (channel tiles vary fastest)",
-            "pid_n = pid % n_tiles_n",
-            "n_pix = oh * ow",
-            "if IDX64:",
-            "    n_pix = n_pix.to(tl.int64)  # so that every offset below is computed in 64 bits",
-            "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # output pixels, flattened over (image, oh, ow)",
-            "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels",
-            "m_mask = offs_m < n_img * n_pix",
-            "n_mask = offs_n < c_out",
-            "img = offs_m // n_pix",
-            "pix = offs_m % n_pix",
-            "orow = pix // ow",
-            "ocol = pix % ow",
-            f"in_row0 = {_affine('orow', sh, -ph)}  # the patch's top-left corner in the input (may be padding)",
-            f"in_col0 = {_affine('ocol', sw, -pw)}",
-            "img_start = img * sx_n",
-            "offs_k = tl.arange(0, BLOCK_K)",
-            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-            "c_blocks = tl.cdiv(c_in, BLOCK_K)",
-            "# K = (kh, kw, input channel): one filter tap at a time, its input channels BLOCK_K at a time — one flat",
-            "# loop, so the compiler pipelines every step.",
-            "for step in range(0, KH * KW * c_blocks):",
-            "    tap = step // c_blocks",
-            "    c0 = (step % c_blocks) * BLOCK_K",
-            "    kh = tap // KW",
-            "    kw = tap % KW",
-            f"    in_row = in_row0 + {_affine('kh', dh, 0)}",
-            f"    in_col = in_col0 + {_affine('kw', dw, 0)}",
-            "    inside = m_mask & (in_row >= 0) & (in_row < h) & (in_col >= 0) & (in_col < w)",
-            "    chans = c0 + offs_k",
-            "    c_mask = chans < c_in",
-            f"    a = tl.load(in_{r.x} + (img_start + in_row * sx_h + in_col * sx_w)[:, None] + chans[None, :] * sx_c,",
-            "                mask=inside[:, None] & c_mask[None, :], other=0)",
-            f"    b = tl.load(in_{r.weight} + (kh * sw_h + kw * sw_w) + chans[:, None] * sw_c + offs_n[None, :] * sw_o,",
-            "                mask=c_mask[:, None] & n_mask[None, :], other=0)",
-            f"    {dot}",
-            "dst = (img * c_out * n_pix + pix)[:, None] + (offs_n * n_pix)[None, :]  # NCHW output offsets",
-            "dst_mask = m_mask[:, None] & n_mask[None, :]",
-        ]
+            params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
+        params += [f"{k}: tl.constexpr" for k in sp.tap_sizes]
+        params += ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "IDX64: tl.constexpr"]
+        body = self._gemm_main_loop()
         ctx = _Indexing(channel_load="tl.load(in_{v} + offs_n, mask=n_mask, other=0).to(tl.float32)[None, :]",
-                        dims={0: "img[:, None]", 1: "offs_n[None, :]", 2: "orow[:, None]", 3: "ocol[:, None]"},
-                        vector_dims=(0, 1, 2, 3), flat="dst",
+                        dims={0: "img[:, None]", 1: "offs_n[None, :]",
+                              **{d: f"{c}[:, None]" for d, c in zip(sp.dims(), sp.coords)}},
+                        vector_dims=(0, 1, *sp.dims()), flat="dst",
                         masks={"all": "dst_mask", "rows": "m_mask[:, None]", "cols": "n_mask[None, :]"})
         lines, env = self._epilogue("acc", ctx)
         body += lines + self._stores(env, "dst", "dst_mask")
 
-        src = ["@triton.jit", f"def {kernel}({', '.join(params)}):"]
-        src.append(f'    """{self._describe()}: an implicit-GEMM convolution (M = output pixels, N = output '
-                   'channels, K = taps x input channels) with the epilogue applied to the accumulator."""')
-        src += [f"    {line}" for line in body]
-        src += ["", "", f"def {ident}({', '.join(self.group.inputs)}):"]
-        src.append(f'    """{self._describe()}: one Triton kernel, implicit GEMM."""')
-        src += self._output_shape_lines()
+        src = self._head(kernel, params, body, "an implicit-GEMM convolution (M = output pixels, N = output channels, "
+                         "K = taps x input channels) with the epilogue applied to the accumulator.",
+                         "one Triton kernel, implicit GEMM.")
+        src += self._gemm_launch(kernel, tensors, strided)
+        return Rendered(source="\n".join(src), launcher=ident, notes=("implicit-GEMM convolution",))
+
+    def _gemm_head(self) -> list[str]:
+        """The program's tile: which output pixels (M) and output channels (N), within one group if grouped."""
+        lines = ["pid = tl.program_id(0)"]
+        if self.grouped:
+            lines += [
+                "c_out_g = c_out // groups  # output channels per group",
+                "n_tiles_n = tl.cdiv(c_out_g, BLOCK_N)  # channel tiles per group",
+                "pid_m = pid // (groups * n_tiles_n)  # neighbouring programs share the output pixels",
+                "grp = pid // n_tiles_n % groups  # the group: a block of output channels, a slice of the input's",
+                "pid_n = pid % n_tiles_n",
+            ]
+        else:
+            lines += [
+                "n_tiles_n = tl.cdiv(c_out, BLOCK_N)",
+                "pid_m = pid // n_tiles_n  # neighbouring programs share the input tile (channel tiles vary fastest)",
+                "pid_n = pid % n_tiles_n",
+            ]
+        sp = self.spatial
+        lines += [
+            f"n_pix = {' * '.join(sp.out_sizes)}",
+            "if IDX64:",
+            "    n_pix = n_pix.to(tl.int64)  # so that every offset below is computed in 64 bits",
+            f"offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # output pixels, flattened over (image, "
+            f"{', '.join(sp.out_sizes)})",
+        ]
+        if self.grouped:
+            lines += [
+                "offs_g = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels within the group",
+                "offs_n = grp * c_out_g + offs_g  # output channels",
+                "m_mask = offs_m < n_img * n_pix",
+                "n_mask = offs_g < c_out_g",
+            ]
+        else:
+            lines += [
+                "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels",
+                "m_mask = offs_m < n_img * n_pix",
+                "n_mask = offs_n < c_out",
+            ]
+        return lines
+
+    def _gemm_main_loop(self) -> list[str]:
+        """The kernel up to the accumulated tile and its output offsets: the K loop walks the filter taps and,
+        inside each tap, the (group's) input channels BLOCK_K at a time."""
+        r, sp = self.roles, self.spatial
+        if self.config["precision"] == "half":
+            dot = "acc = tl.dot(a, b, acc)"
+        else:
+            dot = f'acc = tl.dot(a, b, acc, input_precision="{self.config["precision"]}")'
+        c_in = "c_in_g" if self.grouped else "c_in"
+        starts = [f"{c}0" for c in sp.in_coords]
+        body = self._gemm_head() + ["img = offs_m // n_pix", "pix = offs_m % n_pix"]
+        body += unflatten("pix", sp.coords, sp.out_sizes)
+        for i, (start, coord, s, p) in enumerate(zip(starts, sp.coords, r.stride, r.padding)):
+            note = "  # the patch's top-left corner in the input (may be padding)" if i == 0 else ""
+            body.append(f"{start} = {_affine(coord, s, -p)}{note}")
+        if self.grouped:
+            body.append("img_start = img * sx_n + grp * c_in_g * sx_c  # the image's first channel of the group")
+        else:
+            body.append("img_start = img * sx_n")
+        inside = " & ".join(f"({c} >= 0) & ({c} < {n})" for c, n in zip(sp.in_coords, sp.sizes))
+        patch = " + ".join(f"{c} * {st}" for c, st in zip(sp.in_coords, sp.x_strides))
+        taps = " + ".join(f"{k} * {st}" for k, st in zip(sp.taps, sp.w_strides))
+        body += [
+            "offs_k = tl.arange(0, BLOCK_K)",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            f"c_blocks = tl.cdiv({c_in}, BLOCK_K)",
+            f"# K = ({', '.join(sp.taps)}, input channel): one filter tap at a time, its input channels BLOCK_K at a "
+            "time — one flat",
+            "# loop, so the compiler pipelines every step.",
+            f"for step in range(0, {' * '.join(sp.tap_sizes)} * c_blocks):",
+            "    tap = step // c_blocks",
+            "    c0 = (step % c_blocks) * BLOCK_K",
+        ]
+        body += [f"    {line}" for line in unflatten("tap", sp.taps, sp.tap_sizes)]
+        body += [f"    {c} = {start} + {_affine(k, d, 0)}"
+                 for c, start, k, d in zip(sp.in_coords, starts, sp.taps, r.dilation)]
+        body += [
+            f"    inside = m_mask & {inside}",
+            "    chans = c0 + offs_k",
+            f"    c_mask = chans < {c_in}",
+            f"    a = tl.load(in_{r.x} + (img_start + {patch})[:, None] + chans[None, :] * sx_c,",
+            "                mask=inside[:, None] & c_mask[None, :], other=0)",
+            f"    b = tl.load(in_{r.weight} + ({taps}) + chans[:, None] * sw_c + offs_n[None, :] * sw_o,",
+            "                mask=c_mask[:, None] & n_mask[None, :], other=0)",
+            f"    {dot}",
+            f"dst = (img * c_out * n_pix + pix)[:, None] + (offs_n * n_pix)[None, :]  # {sp.layout} output offsets",
+            "dst_mask = m_mask[:, None] & n_mask[None, :]",
+        ]
+        return body
+
+    def _gemm_launch(self, kernel: str, tensors: Sequence[str], strided: Sequence[str]) -> list[str]:
+        """The launcher's lines after the output sizes: layouts, allocation, tile sizes, the launch."""
+        r, config, sp = self.roles, self.config, self.spatial
         x, wt = r.x, r.weight
-        if config["layout"] == "nhwc":
-            src.append(f"    {x} = {x}.contiguous(memory_format=torch.channels_last)  # patch loads along channels")
-        src.append(f"    weight_t = {wt}.permute(2, 3, 1, 0).contiguous()  # [kh, kw, c_in, c_out]: rows of B "
-                   "contiguous along N")
+        src = []
+        if config["layout"] == "nhwc":  # channels-last, whatever the rank
+            if sp.rank == 1:
+                src.append(f"    {x} = {x}.transpose(1, 2).contiguous().transpose(1, 2)  # patch loads along "
+                           "channels")
+            else:
+                memory_format = "channels_last" if sp.rank == 2 else "channels_last_3d"
+                src.append(f"    {x} = {x}.contiguous(memory_format=torch.{memory_format})  # patch loads along "
+                           "channels")
+        order = ", ".join(map(str, [*sp.dims(), 1, 0]))
+        src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_in, c_out]: rows "
+                   "of B contiguous along N")
         src += operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        n_pixels = " * ".join(["batch", *sp.out_names])
+        if self.grouped:
+            out_g, in_g, tiles = "out_channels // groups", "in_group", "groups * triton.cdiv(out_channels // groups, "
+        else:
+            out_g, in_g, tiles = "out_channels", "in_channels", "triton.cdiv(out_channels, "
         src += [
             "    # Narrower channel tiles for few channels (tl.dot needs at least 16).",
-            f"    block_n = min({bn}, max(16, triton.next_power_of_2(out_channels)))",
-            f"    block_k = min({bk}, max(16, triton.next_power_of_2(in_channels)))",
-            f"    grid = (triton.cdiv(batch * out_h * out_w, {bm}) * triton.cdiv(out_channels, block_n),)",
+            f"    block_n = min({bn}, max(16, triton.next_power_of_2({out_g})))",
+            f"    block_k = min({bk}, max(16, triton.next_power_of_2({in_g})))",
+            f"    grid = (triton.cdiv({n_pixels}, {bm}) * {tiles}block_n),)",
         ]
+        channels = ["in_group", *sp.in_names, "out_channels", "groups"] if self.grouped else \
+            ["in_channels", *sp.in_names, "out_channels"]
+        w_strides = [f"weight_t.stride({i})" for i in (sp.rank, sp.rank + 1, *range(sp.rank))]
         args = [("weight_t" if v == wt else v) for v in tensors] + [f"out_{o}" for o in self.group.outputs]
-        args += ["batch", "in_channels", "in_h", "in_w", "out_channels", "out_h", "out_w", f"*{x}.stride()",
-                 "weight_t.stride(2), weight_t.stride(3), weight_t.stride(0), weight_t.stride(1)"]
+        args += ["batch", *channels, *sp.out_names, f"*{x}.stride()", ", ".join(w_strides)]
         args += [f"*{v}.stride()" for v in strided]
         big = f"max({x}.numel(), math.prod(shape)) >= 2**31"
-        src.append(f"    {kernel}[grid]({', '.join(args)}, KH=k_h, KW=k_w, BLOCK_M={bm}, BLOCK_N=block_n, "
+        taps = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
+        src.append(f"    {kernel}[grid]({', '.join(args)}, {taps}, BLOCK_M={bm}, BLOCK_N=block_n, "
                    f"BLOCK_K=block_k, IDX64={big}, num_warps={config['num_warps']}, "
                    f"num_stages={config['num_stages']})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
-        return Rendered(source="\n".join(src), launcher=ident, notes=("implicit-GEMM convolution",))
+        return src
 
 
 @dataclass(frozen=True)
