@@ -21,6 +21,7 @@ FAMILY_CLASSES = (
     "kernelwright.generate.families.conv:ConvFamily",
     "kernelwright.generate.families.reduction:ReductionFamily",
     "kernelwright.generate.families.scan:ScanFamily",
+    "kernelwright.generate.families.pool:PoolFamily",
     "kernelwright.generate.families.pointwise:PointwiseFamily",
 )
 

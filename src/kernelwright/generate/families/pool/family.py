@@ -1,0 +1,34 @@
+"""The pooling family: claims a max or average pooling with its pointwise epilogue; its configurations are block
+sizes."""
+
+from __future__ import annotations
+
+from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.pool.growing import absorb_epilogue, absorb_prologue
+from kernelwright.generate.families.pool.matching import match_pooling
+from kernelwright.generate.families.pool.writing import write
+from kernelwright.generate.graph import Node, ProblemGraph
+
+NAME = "pool"
+
+
+class PoolFamily:
+    name = NAME
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
+        pooling = match_pooling(graph, node, claimed)
+        if pooling is None:
+            return None
+        prologue = absorb_prologue(graph, pooling, claimed)
+        epilogue = absorb_epilogue(graph, pooling, claimed | set(prologue))
+        shape = tuple(graph.info(pooling.values).shape)
+        return make_group(graph, NAME, [*prologue, *pooling.members, *epilogue], anchor=node.name, pooling=pooling,
+                          shape=shape, prologue=tuple(prologue), epilogue=tuple(epilogue))
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        # Memory-bound: every output reads its window (neighbouring windows share lines in L1/L2). BLOCK output
+        # elements per program; leads until timed on the H200.
+        return [{"BLOCK": b, "num_warps": w} for b, w in ((512, 4), (1024, 8), (256, 2))]
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        return write(graph, group, config, ident)

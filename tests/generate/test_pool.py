@@ -1,0 +1,147 @@
+"""Family 7: max and average pooling (1-D through the unsqueezed 2-D operator, 2-D, 3-D) with stride, padding,
+dilation, ceil_mode, count_include_pad and divisor_override, max pooling's indices, and fused epilogues — proven
+under the interpreter on small, odd shapes in fp32 and bf16."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelwright.generate.graph import capture
+from kernelwright.generate.plan import plan as make_plan
+from kernelwright.records import Status
+
+from .conftest import write_problem
+
+
+def _pool_groups(plan):
+    return [g for g in plan.groups if g.family == "pool"]
+
+
+def _ops(plan, group) -> list[str]:
+    return [plan.graph.node(n).op for n in group.nodes]
+
+
+MAX_2D = """
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool = nn.MaxPool2d(3, stride=2, padding=1, dilation=2, ceil_mode=True, return_indices=True)
+
+        def forward(self, x, y):
+            values, indices = self.pool(x)
+            return torch.relu(values - 0.25), indices, F.silu(F.avg_pool2d(y, 2))
+
+    batch = 2
+    height = 7
+    width = 9
+
+    def get_inputs():
+        x = torch.randn(batch, 1, height, width)
+        x.view(-1)[::37] = float("nan")  # max pooling propagates NaN (and points its index at it)
+        return [x, torch.randn(batch, 3, height, width, dtype=torch.bfloat16)]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+@pytest.mark.parametrize("config_index", [0, 2])
+def test_max_pool_2d_indices_nan_epilogue_and_bf16(check, config_index: int) -> None:
+    # Dilation and ceil_mode; the indices (output 1) written too; an epilogue on the values. A bf16 pooling
+    # computes in fp32 and rounds once, after its epilogue (silu, a DAG: x * sigmoid(x)). Two configurations.
+    plan, verdict = check(f"max2d_{config_index}", MAX_2D, config_index=config_index, distribution_trials=False)
+    groups = _pool_groups(plan)
+    assert len(plan.groups) == 2 and plan.fully_covered
+    assert _ops(plan, groups[0]) == ["max_pool2d_with_indices", "getitem", "getitem", "sub", "relu"]
+    assert len(groups[0].outputs) == 2  # the indices and the relu
+    assert verdict.status is Status.PASSED, verdict.message
+    if config_index == 0:
+        assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+
+
+def test_avg_pool_2d_options_and_one_dimensional(check) -> None:
+    # ceil_mode's clipped last window without the padding counted, a divisor_override, and the default
+    # (count_include_pad) with padding; 1-D max and average pooling, which core aten writes as an unsqueeze and
+    # the 2-D operator with a kernel of height 1. Five groups, one kernel each.
+    plan, verdict = check("avg2d_1d", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.max1d = nn.MaxPool1d(4, stride=3, padding=2, dilation=2, ceil_mode=True)
+                self.avg1d = nn.AvgPool1d(3, stride=2, padding=1, count_include_pad=False)
+
+            def forward(self, x, s):
+                return (F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+                        F.avg_pool2d(x, (2, 3), stride=(1, 2), divisor_override=5),
+                        F.avg_pool2d(x, 3, stride=2, padding=1),
+                        self.max1d(s), self.avg1d(s))
+
+        batch = 2
+        height = 7
+        width = 9
+        length = 19
+
+        def get_inputs():
+            return [torch.randn(batch, 3, height, width), torch.randn(batch, 1, length)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert [g.family for g in plan.groups] == ["pool"] * 5 and plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_three_dimensional_epilogue_and_prologue(check) -> None:
+    # A 3-D max pooling with ceil_mode; a 3-D average pooling (anisotropic stride and padding) whose epilogue reads
+    # a per-channel parameter through its strides; and, where windows do not overlap (stride = kernel), the
+    # per-channel scale and leaky_relu producing the pooled tensor computed at each tap (never written), relu after.
+    plan, verdict = check("pool3d", """
+        class Model(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.scale = nn.Parameter(torch.randn(channels, 1, 1, 1))
+
+            def forward(self, x, y):
+                a = F.max_pool3d(x, 3, stride=2, padding=1, ceil_mode=True)
+                b = F.avg_pool3d(x, 2, stride=(1, 2, 2), padding=(0, 1, 1), count_include_pad=False)
+                c = F.max_pool3d(F.leaky_relu(y * self.scale, 0.2), 2, ceil_mode=True)
+                return a, torch.sigmoid(b * self.scale + 1.0), torch.relu(c)
+
+        depth = 5
+        height = 7
+        width = 9
+
+        def get_inputs():
+            return [torch.randn(2, 3, depth, height, width), torch.randn(2, 3, depth, height, 3)]
+
+        def get_init_inputs():
+            return [3]
+    """, distribution_trials=False)
+    groups = _pool_groups(plan)
+    assert len(plan.groups) == 3 and plan.fully_covered
+    assert _ops(plan, groups[1]) == ["avg_pool3d", "mul", "add", "sigmoid"]
+    assert _ops(plan, groups[2]) == ["mul", "leaky_relu", "max_pool3d_with_indices", "getitem", "relu"]
+    assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_plans_what_it_does_not_claim(tmp_path) -> None:
+    # A node that needs both the values and the indices is left to another group (it would make the pooling
+    # group wait on itself); a prologue is not recomputed under overlapping windows; adaptive average pooling to
+    # another size than 1 is left to PyTorch.
+    problem = write_problem(tmp_path, "refused", """
+        class Model(nn.Module):
+            def forward(self, x):
+                values, indices = F.max_pool2d(x, 2, return_indices=True)
+                return values + indices, F.max_pool2d(torch.tanh(x), 3, stride=1), F.adaptive_avg_pool2d(x, (3, 2))
+
+        def get_inputs():
+            return [torch.randn(2, 3, 8, 6)]
+
+        def get_init_inputs():
+            return []
+    """)
+    plan = make_plan(capture(problem))
+    groups = _pool_groups(plan)
+    assert [_ops(plan, g) for g in groups] == [["max_pool2d_with_indices", "getitem", "getitem"],
+                                               ["max_pool2d_with_indices", "getitem"]]
+    assert "aten._adaptive_avg_pool2d" in plan.describe()[-1]
