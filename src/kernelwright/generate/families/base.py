@@ -264,3 +264,9 @@ def operand_layout_lines(inputs: Sequence[str], modes: Mapping[str, str]) -> lis
         elif modes[v] == "strided":
             lines.append(f"    {v} = {v}.expand(shape)")
     return lines
+
+
+def affine(name: str, scale: int = 1, shift: int = 0) -> str:
+    """``name * scale + shift`` as short as it can be written (index arithmetic in a kernel's source)."""
+    text = name if scale == 1 else f"{name} * {scale}"
+    return text if shift == 0 else f"{text} {'+' if shift > 0 else '-'} {abs(shift)}"

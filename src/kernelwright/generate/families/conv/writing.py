@@ -13,6 +13,7 @@ from kernelwright.generate.families.base import (
     Config,
     Group,
     Rendered,
+    affine,
     live_dims,
     load_line,
     operand_layout_lines,
@@ -27,12 +28,6 @@ from kernelwright.generate.operators import CONSTANTS
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
     renderer = _Renderer(graph, group, config, ident)
     return renderer.library() if config["variant"] == "library" else renderer.implicit_gemm()
-
-
-def _affine(name: str, scale: int, shift: int) -> str:
-    """``name * scale + shift`` as short as it can be written."""
-    text = name if scale == 1 else f"{name} * {scale}"
-    return text if shift == 0 else f"{text} {'+' if shift > 0 else '-'} {abs(shift)}"
 
 
 class _Renderer:
@@ -269,7 +264,7 @@ class _Renderer:
         body += unflatten("pix", sp.coords, sp.out_sizes)
         for i, (start, coord, s, p) in enumerate(zip(starts, sp.coords, r.stride, r.padding)):
             note = "  # the patch's top-left corner in the input (may be padding)" if i == 0 else ""
-            body.append(f"{start} = {_affine(coord, s, -p)}{note}")
+            body.append(f"{start} = {affine(coord, s, -p)}{note}")
         if self.grouped:
             body.append("img_start = img * sx_n + grp * c_in_g * sx_c  # the image's first channel of the group")
         else:
@@ -289,7 +284,7 @@ class _Renderer:
             "    c0 = (step % c_blocks) * BLOCK_K",
         ]
         body += [f"    {line}" for line in unflatten("tap", sp.taps, sp.tap_sizes)]
-        body += [f"    {c} = {start} + {_affine(k, d, 0)}"
+        body += [f"    {c} = {start} + {affine(k, d, 0)}"
                  for c, start, k, d in zip(sp.in_coords, starts, sp.taps, r.dilation)]
         body += [
             f"    inside = m_mask & {inside}",

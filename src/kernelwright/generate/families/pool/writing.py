@@ -12,6 +12,7 @@ from kernelwright.generate.families.base import (
     Config,
     Group,
     Rendered,
+    affine,
     live_dims,
     load_line,
     operand_layout_lines,
@@ -22,12 +23,6 @@ from kernelwright.generate.graph import ProblemGraph, node_inputs
 
 # Windows of up to this many taps are unrolled (tl.static_range); larger ones are loops.
 UNROLL_TAPS = 64
-
-
-def _linear(name: str, scale: int = 1, shift: int = 0) -> str:
-    """``name * scale + shift``, a unit factor and a zero shift left out."""
-    text = f"{name} * {scale}" if scale != 1 else name
-    return f"{text} {'-' if shift < 0 else '+'} {abs(shift)}" if shift else text
 
 
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
@@ -110,7 +105,7 @@ class _Writer:
         if any(mode == "flat" for mode in self.source_modes.values()):
             lines.append(f"plane_start = plane * ({' * '.join(f'n_in_{d}' for d in range(rank))})")
         for d in range(rank):
-            lines.append(f"start_{d} = {_linear(f'o_{d}', p.stride[d], -p.padding[d])}  # may lie in the padding")
+            lines.append(f"start_{d} = {affine(f'o_{d}', p.stride[d], -p.padding[d])}  # may lie in the padding")
         return lines
 
     def _tap(self, fill: str) -> tuple[list[str], list[str]]:
@@ -158,7 +153,7 @@ class _Writer:
             pos = f"i_{d}" if d == 0 else f"pos_{d - 1} * n_in_{d} + i_{d}"
             lines += [
                 f"{pad}for k_{d} in {loop}({p.kernel[d]}):",
-                f"{pad}    i_{d} = start_{d} + {_linear(f'k_{d}', p.dilation[d], 0)}",
+                f"{pad}    i_{d} = start_{d} + {affine(f'k_{d}', p.dilation[d], 0)}",
                 f"{pad}    ok_{d} = {inside} & (i_{d} >= 0) & (i_{d} < n_in_{d})",
                 f"{pad}    pos_{d} = {pos}",
             ]
@@ -278,9 +273,9 @@ class _Writer:
         lines.append(f"    {', '.join(f'n_in_{d}' for d in range(rank))}, = shape[-{rank}:]")
         for d in range(rank):
             extra = 2 * p.padding[d] - p.dilation[d] * (p.kernel[d] - 1) - 1 + (p.stride[d] - 1 if p.ceil_mode else 0)
-            lines.append(f"    n_out_{d} = ({_linear(f'n_in_{d}', 1, extra)}) // {p.stride[d]} + 1")
+            lines.append(f"    n_out_{d} = ({affine(f'n_in_{d}', 1, extra)}) // {p.stride[d]} + 1")
             if p.ceil_mode:
-                lines.append(f"    if (n_out_{d} - 1) * {p.stride[d]} >= {_linear(f'n_in_{d}', 1, p.padding[d])}:")
+                lines.append(f"    if (n_out_{d} - 1) * {p.stride[d]} >= {affine(f'n_in_{d}', 1, p.padding[d])}:")
                 lines.append(f"        n_out_{d} -= 1")
         lines.append(f"    shape = (*lead, {', '.join(f'n_out_{d}' for d in range(rank))})")
         return lines
