@@ -152,7 +152,7 @@ def test_bare_conv_odd_channels_rectangular_kernel(check) -> None:
     assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
 
 
-def test_claims_ranks_and_groups_not_transposed(tmp_path) -> None:
+def test_claims_ranks_groups_and_transposed(tmp_path) -> None:
     problem = tmp_path / "conv_kinds.py"
     problem.write_text("import torch\nimport torch.nn as nn\n\n" + textwrap.dedent("""
         class Model(nn.Module):
@@ -160,7 +160,7 @@ def test_claims_ranks_and_groups_not_transposed(tmp_path) -> None:
                 super().__init__()
                 self.c1 = nn.Conv1d(4, 4, 3, groups=2)
                 self.c3 = nn.Conv3d(4, 4, 1, groups=4)
-                self.t2 = nn.ConvTranspose2d(4, 4, 3)
+                self.t2 = nn.ConvTranspose2d(4, 6, 3, stride=2, output_padding=1, groups=2)
 
             def forward(self, x1, x3, x2):
                 return self.c1(x1), self.c3(x3), self.t2(x2)
@@ -176,8 +176,71 @@ def test_claims_ranks_and_groups_not_transposed(tmp_path) -> None:
     claimed = {g.detail["conv"]: g.detail for g in _conv_groups(the_plan)}
     convs = [n for n in graph.nodes if n.op == "convolution"]
     assert [len(n.info.shape) for n in convs] == [3, 5, 4]  # conv1d stays a convolution over NCL
-    assert sorted((len(d["stride"]), d["groups"]) for d in claimed.values()) == [(1, 2), (3, 4)]
-    assert convs[2].name not in claimed  # transposed: left to PyTorch
+    assert sorted((len(d["stride"]), d["groups"], d["transposed"]) for d in claimed.values()) == [
+        (1, 2, False), (2, 2, True), (3, 4, False)]
+    assert claimed[convs[2].name]["output_padding"] == (1, 1)
+
+
+TRANSPOSED_2D = """
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose2d(5, 6, kernel_size=3, stride=2, padding=1, output_padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.up(x))
+
+    height = 5
+    width = 7
+
+    def get_inputs():
+        return [torch.randn(2, 5, height, width)]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+@pytest.mark.parametrize("config_index", [0, 1])
+def test_transposed_2d_strided_output_padding_fp32(check, config_index: int) -> None:
+    # Config 0: the library's transposed convolution and our epilogue; config 1: the phase-split implicit GEMM
+    # (4 phases of a stride-2 output, 5 -> 10 rows), with a second shape for the GEMM.
+    plan, verdict = check(f"conv_t2d_{config_index}", TRANSPOSED_2D, config_index=config_index,
+                          distribution_trials=False, shape_trial=config_index == 1)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered and group.detail["transposed"]
+    assert verdict.status is Status.PASSED, verdict.message
+    library = any(k["name"] == "aten::convolution" for k in verdict.kernels)
+    assert library == (config_index == 0)
+    if config_index == 1:
+        assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+
+
+def test_transposed_3d_grouped_dilated_bf16(check) -> None:
+    # Groups of 8 -> 3 channels, stride (2, 1, 3) with dilation (1, 2, 2): along the last dimension some phases
+    # have no taps at all (their pixels are the bias alone), along the first every other tap; no epilogue but the
+    # bias, so the implicit GEMM is the default.
+    plan, verdict = check("conv_t3d_grouped_bf16", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.up = nn.ConvTranspose3d(16, 6, kernel_size=(3, 2, 3), stride=(2, 1, 3), padding=(1, 0, 2),
+                                             dilation=(1, 2, 2), output_padding=(1, 0, 1), groups=2,
+                                             dtype=torch.bfloat16)
+
+            def forward(self, x):
+                return self.up(x)
+
+        def get_inputs():
+            return [torch.randn(1, 16, 3, 4, 3, dtype=torch.bfloat16)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    (group,) = _conv_groups(plan)
+    assert group.detail["transposed"] and group.detail["groups"] == 2
+    assert verdict.status is Status.PASSED, verdict.message
+    assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
 
 
 GROUPED = """

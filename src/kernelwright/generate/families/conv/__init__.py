@@ -1,13 +1,14 @@
 """Family 6 — convolution with its epilogue: ``aten.convolution`` (1-D NCL, 2-D NCHW or 3-D NCDHW; strided, padded,
-dilated; any groups, depthwise included; not transposed) followed by its bias, an eval-mode batch norm
-(``_native_batch_norm_legit_no_training``), and the pointwise nodes that consume the result (activations, a
-residual, casts), all applied in one pass over the output.
+dilated; any groups, depthwise included; transposed too, with output padding) followed by its bias, an eval-mode
+batch norm (``_native_batch_norm_legit_no_training``), and the pointwise nodes that consume the result
+(activations, a residual, casts), all applied in one pass over the output.
 
 Two variants, configurations of one group so the tuner can choose:
 
 - **library** (the default): the launcher runs ``aten.convolution`` *without* its bias (cuDNN on a GPU), then one
   Triton kernel of ours applies bias + batch norm + the pointwise epilogue in a single read and write of the
   output, one program per (image, channel) plane so the per-channel parameters are loaded once as scalars.
+  Offered only with a batch norm or a pointwise epilogue: with a bias alone the library would do all the work.
   Precision: in an fp32 problem cuDNN must not use TF32; the verifier's children set
   ``torch.backends.cudnn.allow_tf32`` from the precision policy (off unless TF32 is allowed), and the generated
   file relies on that process setting rather than changing global flags itself. Offered only when there is an
@@ -22,10 +23,12 @@ Two variants, configurations of one group so the tuner can choose:
   tensors. A depthwise convolution is this kernel with one input channel per group: correct, with the K block
   (16, the least ``tl.dot`` takes) mostly masked — memory-bound work done as a GEMM, a first version.
 
-Transposed convolutions are left to PyTorch.
+A transposed convolution is the same implicit GEMM gathering by output phase (:mod:`.transposed`): each
+program's pixels share their position modulo the stride, so its K loop walks only the taps that reach them.
 
 Modules: :mod:`.matching` (the convolution and who is who in a group), :mod:`.growing` (its batch norm and
-pointwise epilogue), :mod:`.spatial` (names and index arithmetic for rank 1, 2 and 3), :mod:`.writing` (both
+pointwise epilogue), :mod:`.spatial` (names and index arithmetic for rank 1, 2 and 3), :mod:`.transposed` (the transposed kernel's gather by
+phase), :mod:`.writing` (both
 variants' kernels and launchers), :mod:`.family` (:class:`ConvFamily`).
 """
 

@@ -29,8 +29,10 @@ class ConvFamily:
         group_roles = roles(group)
         dtype = graph.info(group_roles.conv).dtype
         configs: list[Config] = []
-        if group_roles.bias is not None or group_roles.bn is not None or group_roles.pointwise:
+        if group_roles.bn is not None or group_roles.pointwise:
             # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
+            # Not for a bias alone: the library's convolution would then do all the reference does (the verifier
+            # rejects that as no-own-kernel).
             configs.append({"variant": "library", "BLOCK": 1024, "num_warps": 4})
         if dtype == torch.float32:
             precision = "tf32" if policy.allow_tf32 else "ieee"
@@ -47,7 +49,8 @@ class ConvFamily:
             # write of it) so that the patch loads run along channels: 128-bit loads instead of the 16-bit gathers
             # along NCHW rows seen in the sm_90a SASS. With few input channels (per group) the NCHW gather wastes
             # less, so it goes first there.
-            wide = graph.info(group_roles.weight).shape[1] >= 16
+            weight = graph.info(group_roles.weight).shape  # a transposed one's: [C_in, C_out / groups, *taps]
+            wide = (weight[0] // group_roles.groups if group_roles.transposed else weight[1]) >= 16
             first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
             tiles = [(128, 128, 64, 8, 3, first), (128, 128, 64, 8, 3, second), (128, 64, 64, 4, 3, first),
                      (128, 128, 32, 8, 4, first), (64, 64, 32, 4, 3, first)]

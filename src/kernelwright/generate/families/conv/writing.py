@@ -3,6 +3,7 @@ implicit-GEMM Triton kernel; the epilogue (bias, batch norm, pointwise nodes) is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,11 @@ from kernelwright.generate.families.base import (
 )
 from kernelwright.generate.families.conv.matching import roles
 from kernelwright.generate.families.conv.spatial import Spatial, unflatten
+from kernelwright.generate.families.conv.transposed import (
+    phase_sizes,
+    transposed_main_loop,
+    transposed_weight_line,
+)
 from kernelwright.generate.graph import ProblemGraph, node_inputs
 from kernelwright.generate.operators import CONSTANTS
 
@@ -90,16 +96,23 @@ class _Renderer:
 
     def _output_shape_lines(self) -> list[str]:
         r, sp = self.roles, self.spatial
-        group_channels = "in_group" if self.grouped else "_"
-        lines = [
-            f"    batch, in_channels, {', '.join(sp.in_names)} = {r.x}.shape",
-            f"    out_channels, {group_channels}, {', '.join(sp.kernel_names)} = {r.weight}.shape",
-        ]
-        for size, k, out, s, p, d in zip(sp.in_names, sp.kernel_names, sp.out_names, r.stride, r.padding,
-                                         r.dilation):
-            lines.append(f"    {out} = ({size} + {2 * p} - {d} * ({k} - 1) - 1) // {s} + 1")
-        if self.grouped:
-            lines.append("    groups = in_channels // in_group  # from the tensors: a second shape may change it")
+        lines = [f"    batch, in_channels, {', '.join(sp.in_names)} = {r.x}.shape"]
+        sizes = zip(sp.in_names, sp.kernel_names, sp.out_names, r.stride, r.padding, r.dilation, r.output_padding)
+        if r.transposed:
+            lines += [
+                f"    _, out_group, {', '.join(sp.kernel_names)} = {r.weight}.shape  # [C_in, C_out / groups, *taps]",
+                f"    groups = {r.groups}  # the module's: a transposed convolution's filter does not say them",
+                "    in_group, out_channels = in_channels // groups, out_group * groups",
+            ]
+            for size, k, out, s, p, d, op in sizes:
+                lines.append(f"    {out} = ({size} - 1) * {s} - {2 * p} + {d} * ({k} - 1) + {op + 1}")
+        else:
+            group_channels = "in_group" if self.grouped else "_"
+            lines.append(f"    out_channels, {group_channels}, {', '.join(sp.kernel_names)} = {r.weight}.shape")
+            for size, k, out, s, p, d, _ in sizes:
+                lines.append(f"    {out} = ({size} + {2 * p} - {d} * ({k} - 1) - 1) // {s} + 1")
+            if self.grouped:
+                lines.append("    groups = in_channels // in_group  # from the tensors: a second shape may change it")
         lines.append(f"    shape = (batch, out_channels, {', '.join(sp.out_names)})")
         return lines
 
@@ -109,7 +122,7 @@ class _Renderer:
 
     def _describe(self) -> str:
         r = self.roles
-        parts = ["convolution"] + (["bias"] if r.bias else []) + (["batch norm (eval)"] if r.bn else [])
+        parts = ["transposed convolution" if r.transposed else "convolution"] + (["bias"] if r.bias else []) + (["batch norm (eval)"] if r.bn else [])
         parts += [self.graph.node(n).op for n in r.pointwise]
         return ", ".join(parts)
 
@@ -164,8 +177,8 @@ class _Renderer:
             src.append("    # policy (off for fp32 problems unless TF32 is allowed).")
         stride, padding, dilation = (f"[{', '.join(map(str, t))}]" for t in (r.stride, r.padding, r.dilation))
         src.append(f"    conv_out = torch.ops.aten.convolution.default({r.x}, {r.weight}, None, {stride}, "
-                   f"{padding}, {dilation}, False, [{', '.join(['0'] * sp.rank)}], "
-                   f"{'groups' if self.grouped else 1})")
+                   f"{padding}, {dilation}, {r.transposed}, [{', '.join(map(str, r.output_padding))}], "
+                   f"{'groups' if self.grouped or r.transposed else 1})")
         src.append(f"    conv_out = conv_out.contiguous()  # {sp.layout} (a no-op for {sp.layout} inputs)")
         src += operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
@@ -195,7 +208,7 @@ class _Renderer:
             params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
         params += [f"{k}: tl.constexpr" for k in sp.tap_sizes]
         params += ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "IDX64: tl.constexpr"]
-        body = self._gemm_main_loop()
+        body = transposed_main_loop(self) if r.transposed else self._gemm_main_loop()
         ctx = _Indexing(channel_load="tl.load(in_{v} + offs_n, mask=n_mask, other=0).to(tl.float32)[None, :]",
                         dims={0: "img[:, None]", 1: "offs_n[None, :]",
                               **{d: f"{c}[:, None]" for d, c in zip(sp.dims(), sp.coords)}},
@@ -210,8 +223,9 @@ class _Renderer:
         src += self._gemm_launch(kernel, tensors, strided)
         return Rendered(source="\n".join(src), launcher=ident, notes=("implicit-GEMM convolution",))
 
-    def _gemm_head(self) -> list[str]:
-        """The program's tile: which output pixels (M) and output channels (N), within one group if grouped."""
+    def _gemm_head(self, count: str = "n_pix") -> list[str]:
+        """The program's tile: which output pixels (M) and output channels (N), within one group if grouped; M
+        counts ``n_img * count`` pixels."""
         lines = ["pid = tl.program_id(0)"]
         if self.grouped:
             lines += [
@@ -239,13 +253,13 @@ class _Renderer:
             lines += [
                 "offs_g = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels within the group",
                 "offs_n = grp * c_out_g + offs_g  # output channels",
-                "m_mask = offs_m < n_img * n_pix",
+                f"m_mask = offs_m < n_img * {count}",
                 "n_mask = offs_g < c_out_g",
             ]
         else:
             lines += [
                 "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels",
-                "m_mask = offs_m < n_img * n_pix",
+                f"m_mask = offs_m < n_img * {count}",
                 "n_mask = offs_n < c_out",
             ]
         return lines
@@ -313,9 +327,12 @@ class _Renderer:
                 memory_format = "channels_last" if sp.rank == 2 else "channels_last_3d"
                 src.append(f"    {x} = {x}.contiguous(memory_format=torch.{memory_format})  # patch loads along "
                            "channels")
-        order = ", ".join(map(str, [*sp.dims(), 1, 0]))
-        src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_in, c_out]: rows "
-                   "of B contiguous along N")
+        if r.transposed:
+            src.append(transposed_weight_line(self))
+        else:
+            order = ", ".join(map(str, [*sp.dims(), 1, 0]))
+            src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_in, c_out]: "
+                       "rows of B contiguous along N")
         src += operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
@@ -330,6 +347,9 @@ class _Renderer:
             f"    block_k = min({bk}, max(16, triton.next_power_of_2({in_g})))",
             f"    grid = (triton.cdiv({n_pixels}, {bm}) * {tiles}block_n),)",
         ]
+        if r.transposed:  # one grid row per phase (output pixels alike modulo the stride), each a 1/prod(stride)
+            src[-1] = (f"    grid = (triton.cdiv({' * '.join(['batch', *phase_sizes(self)])}, {bm}) * {tiles}block_n), "
+                       f"{math.prod(r.stride)})")
         channels = ["in_group", *sp.in_names, "out_channels", "groups"] if self.grouped else \
             ["in_channels", *sp.in_names, "out_channels"]
         w_strides = [f"weight_t.stride({i})" for i in (sp.rank, sp.rank + 1, *range(sp.rank))]
