@@ -73,9 +73,10 @@ def test_space_library_first_then_implicit_gemm(tmp_path) -> None:
     assert all(c["precision"] == "ieee" for c in gemm)  # an fp32 problem: no TF32 unless the policy allows it
 
 
-@pytest.mark.parametrize(("stride", "config_index", "second_shape"), [(1, 0, True), (2, 1, False)])
+@pytest.mark.parametrize(("stride", "config_index", "second_shape"), [(1, 0, True)])
 def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape: bool) -> None:
-    # 3 input channels (one K block of 16, mostly masked) and 16 output channels; 13 x 11 with padding 1.
+    # The library variant at two shapes: 3 input channels and 16 output channels; 13 x 11 with padding 1. (The
+    # implicit GEMM's fp32 path, strided, with a mostly masked K block: the bare, grouped and 3-D tests.)
     plan, verdict = check(f"conv_bias_relu_s{stride}_c{config_index}", CONV_BIAS_RELU.format(stride=stride),
                           config_index=config_index, distribution_trials=second_shape,
                           shape_trial=second_shape)
@@ -87,9 +88,10 @@ def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape
     assert library == (config_index == 0)  # config 1 is the Triton convolution: no library conv at all
 
 
-@pytest.mark.parametrize("config_index", [0, 1])
+@pytest.mark.parametrize("config_index", [1])
 def test_conv_eval_batchnorm_relu_bf16(check, config_index: int) -> None:
-    # Config 1 is the implicit GEMM reading the input channels-last (16 input channels).
+    # Config 1 is the implicit GEMM reading the input channels-last (16 input channels). (The library variant's
+    # batch norm: the residual test below.)
     plan, verdict = check(f"conv_bn_relu_bf16_{config_index}", CONV_BN_RELU_BF16, config_index=config_index,
                           distribution_trials=False)
     (group,) = _conv_groups(plan)

@@ -1,0 +1,116 @@
+"""Every configuration of a problem's template groups, at the problem's own sizes, on the GPU: a quick look at a new
+family before the verifier's full protocol (which proves one candidate in minutes; this looks at all of them in
+seconds). Not a proof — no trials, no integrity checks, no roofline: the verifier does those.
+
+    python3 scripts/family_sweep.py PROBLEM.py [PROBLEM.py ...] [--configs 6] [--out DIR]
+
+Per problem and configuration: the largest difference from the problem's own ``Model`` (same weights, same
+inputs) relative to the reference's largest magnitude, the candidate's and eager PyTorch's medians
+(``triton.testing.do_bench``) and their ratio. Writes ``family-sweep.json`` into ``--out`` as each row finishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str) -> list[dict]:
+    import torch
+    import triton.testing
+
+    from kernelwright.generate.emit import emit
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import load_families, plan
+
+    families = {f.name: f for f in load_families()}
+    graph = capture(problem)
+    the_plan = plan(graph, list(families.values()), arch=arch)
+    spaces = [families[g.family].space(graph, g, arch) for g in the_plan.groups]
+    reference = _load(problem, f"ref_{problem.stem}")
+    torch.manual_seed(0)
+    model = reference.Model(*reference.get_init_inputs()).to(device)
+    torch.manual_seed(1)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+
+    def bench(fn) -> float | None:  # no timing without a GPU (a dry run under the interpreter)
+        return triton.testing.do_bench(fn) if device == "cuda" else None
+
+    with torch.no_grad():
+        want = model(*inputs)
+        eager_ms = bench(lambda: model(*inputs))
+    want = want[0] if isinstance(want, (tuple, list)) else want
+    scale = want.float().abs().max().item() or 1.0
+    rows = []
+    for index in range(max(len(s) for s in spaces) if spaces else 0):
+        if index >= limit:
+            break
+        configs = [s[min(index, len(s) - 1)] for s in spaces]
+        row = {"problem": problem.stem, "config": index, "families": [g.family for g in the_plan.groups],
+               "configs": configs, "uncovered": sorted({graph.node(n).op for n in the_plan.uncovered}),
+               "eager_ms": eager_ms}
+        try:
+            path = out_dir / f"{problem.stem}_c{index}.py"
+            path.write_text(emit(the_plan, families, configs, title=f"sweep of {problem.name}"))
+            candidate = _load(path, f"cand_{problem.stem}_{index}")
+            new = candidate.ModelNew(*reference.get_init_inputs()).to(device)
+            new.load_state_dict(model.state_dict())
+            with torch.no_grad():
+                got = new(*inputs)
+                got = got[0] if isinstance(got, (tuple, list)) else got
+                row["max_rel_error"] = (got.float() - want.float()).abs().max().item() / scale
+                row["ms"] = bench(lambda: new(*inputs))
+            row["vs_eager"] = eager_ms / row["ms"] if row["ms"] else None
+        except Exception as exc:  # one configuration's failure is a row, not the end of the sweep
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            traceback.print_exc(limit=2)
+        rows.append(row)
+        if "error" in row:
+            shown = row["error"]
+        elif row["ms"] is None:
+            shown = f"err {row['max_rel_error']:.1e} (not timed)"
+        else:
+            shown = f"err {row['max_rel_error']:.1e} {row['ms']:.4f} ms {row['vs_eager']:.2f}x eager"
+        print(f"{problem.stem} c{index} {configs[0] if configs else ''}: {shown}", flush=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("problems", nargs="+", type=Path)
+    parser.add_argument("--configs", type=int, default=6, help="at most this many configurations a problem")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/family-sweep"))
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1, nothing timed")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for problem in args.problems:
+        started = time.time()
+        try:
+            results += sweep(problem, args.out, args.configs, args.arch, args.device)
+        except Exception as exc:
+            results.append({"problem": problem.stem, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+            print(f"{problem.stem}: {results[-1]['error']}", flush=True)
+        print(f"{problem.stem}: {time.time() - started:.0f} s", flush=True)
+        (args.out / "family-sweep.json").write_text(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
