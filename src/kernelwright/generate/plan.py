@@ -22,6 +22,7 @@ FAMILY_CLASSES = (
     "kernelwright.generate.families.reduction:ReductionFamily",
     "kernelwright.generate.families.scan:ScanFamily",
     "kernelwright.generate.families.pool:PoolFamily",
+    "kernelwright.generate.families.batchnorm:BatchNormFamily",
     "kernelwright.generate.families.pointwise:PointwiseFamily",
 )
 
