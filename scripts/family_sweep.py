@@ -74,7 +74,7 @@ def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str) -> l
                 got = new(*inputs)
                 got = got[0] if isinstance(got, (tuple, list)) else got
                 row["max_rel_error"] = (got.float() - want.float()).abs().max().item() / scale
-                row["ms"] = bench(lambda: new(*inputs))
+                row["ms"] = bench(lambda new=new: new(*inputs))
             row["vs_eager"] = eager_ms / row["ms"] if row["ms"] else None
         except Exception as exc:  # one configuration's failure is a row, not the end of the sweep
             row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"

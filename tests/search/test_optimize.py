@@ -363,3 +363,43 @@ def test_reduced_sizes_count_the_outputs_too(tmp_path: Path) -> None:
     """))
     overrides = reduced_sizes(read_problem(path), max_elements=1 << 18)
     assert set(overrides) == {"M"} and overrides["M"] ** 2 + 2 * overrides["M"] * 8 <= 1 << 18
+
+
+def test_reduced_sizes_second_pass_shrinks_small_sizes_only_when_needed(tmp_path: Path) -> None:
+    # A 3-D transposed convolution whose batch (8) and depth (12) are below the first pass's floor of 16: height and
+    # width alone cannot bring its outputs under the budget, so a second pass shrinks every input-only size from 8,
+    # to no less than 4. The channels and the kernel (the constructor's) never change.
+    from kernelwright.problem.files import read_problem
+    from kernelwright.problem.sizes import reduced_sizes
+
+    path = tmp_path / "up3d.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.up = nn.ConvTranspose3d(c, c, 3, stride=2, padding=1, output_padding=1)
+
+            def forward(self, x):
+                return self.up(x)
+
+        batch_size = 8
+        channels = 8
+        depth = 12
+        height = 32
+        width = 32
+
+        def get_inputs():
+            return [torch.randn(batch_size, channels, depth, height, width)]
+
+        def get_init_inputs():
+            return [channels]
+    """))
+    problem = read_problem(path)
+    overrides = reduced_sizes(problem, max_elements=1 << 16)
+    assert set(overrides) == {"batch_size", "depth", "height", "width"}
+    assert min(overrides.values()) >= 4 and overrides["depth"] < 12 and overrides["batch_size"] < 8
+    # Where the first pass reaches the budget, nothing below 16 moves.
+    assert set(reduced_sizes(problem, max_elements=1 << 21)) == {"height", "width"}

@@ -26,13 +26,17 @@ log = logging.getLogger(__name__)
 # anyway (the weights must stay those the candidate was generated for), so input-only sizes down to 16 may: KernelBench's
 # 3-D convolutions size their inputs with `depth, height, width = 16, 32, 32` and a batch of 16-128.
 SHRINKABLE_MIN = 16
+# Where those alone cannot bring a problem under the budget (a 3-D transposed convolution with `batch_size = 8` and
+# `depth = 12` still had 1.8M outputs, and its CPU proof ran past 10 minutes), a second pass lets input-only sizes
+# from 8 shrink too, to no less than 4.
+SECOND_PASS_MIN, SECOND_PASS_FLOOR = 8, 4
 FACTORS = tuple(2**i for i in range(13))  # 1 .. 4096
 
 
-def _shrink(value: int, factor: int) -> int:
-    if value < SHRINKABLE_MIN or factor == 1:
+def _shrink(value: int, factor: int, minimum: int = SHRINKABLE_MIN, floor: int = 8) -> int:
+    if value < minimum or factor == 1:
         return value
-    return max(8, value // factor)
+    return max(floor, value // factor)
 
 
 def apply(module: Any, overrides: Mapping[str, int]) -> None:
@@ -85,7 +89,8 @@ def named_by_model(problem: ProblemFile) -> set[str]:
     return named
 
 
-def _shrinkable(module: Any, original: Mapping[str, int], named: set[str], *, constructor: bool) -> list[str]:
+def _shrinkable(module: Any, original: Mapping[str, int], named: set[str], *, constructor: bool,
+                minimum: int = SHRINKABLE_MIN) -> list[str]:
     """Large size constants that ``Model``'s own code does not read and that the reference still runs with when
     changed alone (shapes checked on meta tensors); without ``constructor``, only those that leave the
     constructor's arguments unchanged — the model (its weights, and numbers such as ``alpha = K ** -0.5`` that a
@@ -94,7 +99,7 @@ def _shrinkable(module: Any, original: Mapping[str, int], named: set[str], *, co
     base = None if constructor else _init_signature(module)
     free = []
     for name, value in original.items():
-        if value < SHRINKABLE_MIN or name in named:
+        if value < minimum or name in named:
             continue
         apply(module, {**original, name: value // 2})
         try:
@@ -159,14 +164,14 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
     def elements() -> int:
         return _io_elements(module) + (_state_elements(module) if constructor else 0)
 
-    try:
-        if elements() <= max_elements:
-            return {}
-        free = _shrinkable(module, original, named_by_model(problem), constructor=constructor)
+    def search(minimum: int, floor: int) -> tuple[dict[str, int], bool]:
+        """The smallest working overrides of one pass, and whether they fit the budget."""
+        free = _shrinkable(module, original, named_by_model(problem), constructor=constructor, minimum=minimum)
         best: dict[str, int] = {}
         for factor in FACTORS[1:]:
-            overrides = {k: _shrink(original[k], factor) for k in free if _shrink(original[k], factor) != original[k]}
-            if not overrides:
+            overrides = {k: _shrink(original[k], factor, minimum, floor) for k in free}
+            overrides = {k: v for k, v in overrides.items() if v != original[k]}
+            if not overrides or overrides == best:
                 continue
             apply(module, {**original, **overrides})
             try:
@@ -181,9 +186,20 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
                     continue
                 best = overrides
                 if elements() <= max_elements:
-                    return best
+                    return best, True
             except Exception as exc:  # this factor breaks the problem: try the next
                 log.info("sizes divided by %d do not work for %s: %s", factor, problem.path.name, exc)
+            finally:
+                apply(module, original)
+        return best, False
+
+    try:
+        if elements() <= max_elements:
+            return {}
+        best, fits = search(SHRINKABLE_MIN, 8)
+        if not fits:
+            second, _ = search(SECOND_PASS_MIN, SECOND_PASS_FLOOR)
+            best = second or best
         return best
     finally:
         apply(module, original)
