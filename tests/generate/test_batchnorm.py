@@ -116,3 +116,23 @@ def test_eval_mode_is_not_this_familys(tmp_path) -> None:
     graph = capture(problem)
     plan = make_plan(graph)
     assert "batchnorm" not in _families(plan)
+
+
+def test_a_candidate_that_skips_the_running_statistics_is_incorrect(tmp_path) -> None:
+    """The verifier compares the module's buffers after the first trial with the reference's: a candidate whose
+    outputs are right but that leaves the running variance alone is incorrect (``module-state``)."""
+    from tests.generate.conftest import generate, write_problem
+
+    from kernelwright.verify.records import VerifyOptions
+    from kernelwright.verify.verifier import verify
+
+    problem = write_problem(tmp_path, "bn_skip", TRAINING)
+    _, candidate = generate(problem, tmp_path / "bn_skip_candidate.py")
+    source = candidate.read_text()
+    line = next(ln for ln in source.splitlines() if "self.bn.running_var.copy_(" in ln)
+    candidate.write_text(source.replace(line + "\n", ""))
+    verdict = verify(problem, candidate, VerifyOptions(device="cpu", seed=3, distribution_trials=False,
+                                                       shape_trial=False))
+    assert verdict.status is Status.INCORRECT, verdict.message
+    finding = next(f for f in verdict.findings if f.code == "module-state")
+    assert "bn.running_var" in finding.message and "bn.running_mean" not in finding.message

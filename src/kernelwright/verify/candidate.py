@@ -335,6 +335,10 @@ class _CandidateJob:
         # A copy, also on the CPU (where .cpu() would return the same storage and no late write could show).
         first_copy = [o.detach().to("cpu", copy=True) for o in tensor_outputs]
         tensors.save(first_copy, self.out_dir / f"out-{trial.index}.pt")
+        if trial.index == 0 and isinstance(self.model, torch.nn.Module):
+            # The module's buffers after its first forward: the parent compares those the reference's changed.
+            torch.save({name: b.detach().to("cpu", copy=True) for name, b in self.model.named_buffers()},
+                       self.out_dir / self.trials.STATE_FILE)
         after = [tensors.digest(v) for v in dev_tensors]
         mutated = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
         aliased = sorted({j for j, o in enumerate(tensor_outputs) for v in dev_tensors if tensors.overlaps(o, v)})

@@ -111,6 +111,9 @@ CATALOGUE: tuple[Code, ...] = (
          "device or container; return what the problem's forward returns", headline=22),
     Code("mismatch", CORRECTNESS, E, "a random trial's output is outside the tolerance of the float64 reference; "
          "its note says how (non-finite, a few elements, systematic, all)", headline=23),
+    Code("module-state", CORRECTNESS, E, "after the first trial the module's buffers (a training-mode batch norm's "
+         "running statistics, its batch count) differ from the reference's; update them in place as the problem's "
+         "forward does"),
     Code("cannot-launch", CORRECTNESS, E, "a kernel's launch exceeds the arch's limits (threads, registers or shared "
          "memory per block); make the block fit", instructions=True),
     # -- precision -----------------------------------------------------------------------------------------------

@@ -220,7 +220,10 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
                                         skipped="no size global can change without changing the model's constructor"))
             continue
         inputs, note = _inputs_for(module, trial, shape_change)
+        before = _buffers(model) if trial.index == 0 else {}
         answer = answers.run(trial, inputs, note, base_finite)
+        if trial.index == 0:
+            _save_state_change(model, before, private / trials.STATE_FILE)
         native, ref64, inputs, note, skipped = answer
         if skipped or native is None:
             channel.send(ReferenceTrial(index=trial.index, kind=trial.kind, skipped=skipped or "no reference"))
@@ -272,6 +275,22 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         mutated = any(isinstance(v, torch.Tensor) and not torch.equal(v.cpu(), w)
                       for v, w in zip(dev_inputs, first_inputs) if isinstance(w, torch.Tensor))
         channel.send(Semantics(outputs_alias_inputs=tuple(aliased), mutates_inputs=bool(mutated)))
+
+
+def _buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: b.detach().to("cpu", copy=True) for name, b in model.named_buffers()}
+
+
+def _save_state_change(model: torch.nn.Module, before: dict[str, torch.Tensor], path: Path) -> None:
+    """What the first trial's forward did to the module's buffers (a training-mode batch norm's running statistics
+    and batch count): the changed buffers' values after it, for the parent to compare the candidate's with. Nothing
+    is written when no buffer changed."""
+    after = _buffers(model)
+    changed = {name: value for name, value in after.items()
+               if name not in before or before[name].shape != value.shape or not torch.equal(before[name], value)}
+    if changed:
+        with gpu_lock.idle():
+            torch.save(changed, path)
 
 
 def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, int]) -> tuple[list[Any], str]:

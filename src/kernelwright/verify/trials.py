@@ -60,3 +60,8 @@ def plan_trials(seed: int, random_trials: int = MIN_RANDOM_TRIALS, *, distributi
         index = n + 2 + offset
         plan.append(TrialSpec(index=index, kind=kind, seed=seed + index))
     return plan
+
+# The module buffers a problem's forward changes in its first trial (a training-mode batch norm's running
+# statistics): the reference child writes them under its private directory, the candidate child its own under its
+# output directory, and the parent compares them.
+STATE_FILE = "state-0.pt"

@@ -120,6 +120,7 @@ class _Verification:
         self.workdir, self.base = workdir, base
         self.shared = workdir / "shared"
         self.private = workdir / "private"
+        self.ref_state: dict[str, Any] = {}  # the buffers the reference's first forward changed (trials.STATE_FILE)
         self.out = workdir / "candidate-out"
         for d in (self.shared, self.private, self.out):
             d.mkdir()
@@ -253,6 +254,8 @@ class _Verification:
         for path in sorted(self.private.glob("ref-*.pt")):
             index = int(path.stem.split("-")[1])
             refs[index] = torch.load(path, map_location="cpu", weights_only=True)
+        state = self.private / trials.STATE_FILE
+        self.ref_state = torch.load(state, map_location="cpu", weights_only=True) if state.is_file() else {}
         shutil.rmtree(self.private, ignore_errors=True)  # the answers now live only in this process
         work = run.report(protocol.Work)
         if work:
@@ -448,6 +451,7 @@ class _Verification:
                                            "problem", trial=index)
                     self.judge.add("mismatch", f"trial {index} (seed {trial.seed}): {note}")
         self._replayed_outputs(by_index, refs)
+        random_ok = self._judge_state(run) and random_ok
         if random_ok:
             for index, outcome in sorted(self.judge.outcomes.items()):
                 trial = by_index[index]
@@ -463,6 +467,39 @@ class _Verification:
                     else:
                         self.judge.add(code, message, trial=index)
         return random_ok and not self.judge.has("output-structure")
+
+    def _judge_state(self, run: ChildRun) -> bool:
+        """The module state the problem's forward changes (a training-mode batch norm's running statistics): after
+        the first trial, the candidate's buffers of those names must hold what the reference's hold. False (and a
+        ``module-state`` finding) where one is missing or differs."""
+        weights = run.report(protocol.Weights)
+        if not self.ref_state or weights is None or not weights.source.startswith("copied"):
+            return True  # nothing changes, or the candidate's own weights (its state is its own): not comparable
+        import torch
+
+        try:
+            ours = torch.load(self.out / trials.STATE_FILE, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - a missing or unreadable file is the candidate's
+            ours = None
+            problem = f"its buffers after the first trial could not be read back ({type(exc).__name__})"
+        wrong = []
+        for name, want in self.ref_state.items():
+            got = ours.get(name) if isinstance(ours, dict) else None
+            if ours is None:
+                wrong.append(problem)
+                break
+            if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+                wrong.append(f"{name} is {'missing' if got is None else 'of another shape'}")
+            elif want.is_floating_point():
+                result = self._compare(got.to(want.dtype), want, None)
+                if not result.ok:
+                    wrong.append(f"{name}: {result.reason}")
+            elif not torch.equal(got, want):
+                wrong.append(f"{name} is {got.flatten()[:4].tolist()}, the reference's {want.flatten()[:4].tolist()}")
+        if wrong:
+            self.judge.add("module-state", "after the first trial the module's state differs from the reference's: "
+                           + "; ".join(wrong[:3]), buffers=sorted(self.ref_state))
+        return not wrong
 
     def _imprecise_only(self, trial: trials.TrialSpec, outcome: TrialOutcome) -> bool:
         return (self.opts.tolerance == "kernelbench" and trial.kind in (trials.SCALED, trials.HEAVY_TAILED, trials.SHAPE)
