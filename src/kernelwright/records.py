@@ -62,13 +62,40 @@ class Finding:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Policy:
+    """The precision policy, one record for generate, verify, bench and export: an fp32 problem gets fp32 math unless
+    the user allowed TF32 (``allow_tf32``) or half precision (``allow_reduced_precision``). Written to JSON as those
+    two keys, flat, wherever a record carries it (run databases and verdicts keep their keys)."""
+
+    allow_tf32: bool = False
+    allow_reduced_precision: bool = False
+
+    @property
+    def matmul_precision(self) -> str:
+        """``torch.set_float32_matmul_precision``'s word for this policy."""
+        return "medium" if self.allow_reduced_precision else "high" if self.allow_tf32 else "highest"
+
+    def to_json(self) -> dict[str, bool]:
+        return {"allow_tf32": self.allow_tf32, "allow_reduced_precision": self.allow_reduced_precision}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Policy:
+        data = data or {}
+        return cls(allow_tf32=bool(data.get("allow_tf32", False)),
+                   allow_reduced_precision=bool(data.get("allow_reduced_precision", False)))
+
+
+DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProblemTraits:
     """What the reference computes, as the expectations engine and the roofline need it.
 
     ``dominant`` is the kind of work that bounds the problem: ``"matmul"``, ``"conv"``, ``"attention"`` (tensor-core
     candidates), or ``"memory"`` (bandwidth-bound: pointwise chains, reductions, scans, norms).
     ``compute_dtype`` is the precision the problem's arithmetic is specified in (``"float32"``, ``"bfloat16"``, ...);
-    an MMA operand type below it is a precision finding unless the matching ``allow_*`` flag is set.
+    an MMA operand type below it is a precision finding unless the ``policy`` allows it.
     """
 
     dominant: str
@@ -77,8 +104,7 @@ class ProblemTraits:
     flops: float = 0.0  # all floating-point operations (matmul-like plus element-wise estimate)
     matmul_flops: float = 0.0  # the part done by matmul / conv / attention
     bytes: float = 0.0  # minimum bytes: inputs + outputs + parameters, each once
-    allow_tf32: bool = False
-    allow_reduced_precision: bool = False
+    policy: Policy = DEFAULT_POLICY
 
     @property
     def intensity(self) -> float:
@@ -94,6 +120,12 @@ class ProblemTraits:
             "matmul_flops": self.matmul_flops,
             "bytes": self.bytes,
             "intensity": self.intensity,
-            "allow_tf32": self.allow_tf32,
-            "allow_reduced_precision": self.allow_reduced_precision,
+            **self.policy.to_json(),
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProblemTraits:
+        return cls(dominant=data["dominant"], compute_dtype=data.get("compute_dtype"),
+                   dtypes=tuple(data.get("dtypes", ())), flops=float(data.get("flops", 0.0)),
+                   matmul_flops=float(data.get("matmul_flops", 0.0)), bytes=float(data.get("bytes", 0.0)),
+                   policy=Policy.from_json(data))

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from kernelwright.inspect.analysis import KernelSummary
 from kernelwright.inspect.expectations import evaluate, normalize_dtype
-from kernelwright.records import ProblemTraits, Severity
+from kernelwright.records import Policy, ProblemTraits, Severity
 
 Summary = Callable[..., KernelSummary]
 
@@ -32,7 +32,7 @@ def test_tf32_split_emulation_allowed_tf32_and_missing_ptx(summary: Summary) -> 
     split = summary({"HGMMA.64x64x8.F32.TF32": 12}, ptx=SPLIT_PTX)
     assert codes(evaluate([split], MATMUL_FP32, "sm_90a")) == {"tf32-in-fp32": Severity.NOTE}
     plain = summary({"HGMMA.64x64x8.F32.TF32": 4}, ptx=TF32_PTX)
-    allowed = ProblemTraits(dominant="matmul", compute_dtype="float32", allow_tf32=True)
+    allowed = ProblemTraits(dominant="matmul", compute_dtype="float32", policy=Policy(allow_tf32=True))
     assert codes(evaluate([plain], allowed, "sm_90a")) == {"tf32-in-fp32": Severity.NOTE}
     no_ptx = summary({"HGMMA.64x64x8.F32.TF32": 4})
     assert codes(evaluate([no_ptx], MATMUL_FP32, "sm_90a")) == {"tf32-in-fp32": Severity.WARNING}
@@ -43,7 +43,8 @@ def test_half_precision_mma_in_fp32_problem(summary: Summary) -> None:
     findings = evaluate([k], MATMUL_FP32, "sm_90a")
     assert codes(findings) == {"fp16-in-fp32": Severity.ERROR}
     assert "bf16" in findings[0].message
-    relaxed = ProblemTraits(dominant="matmul", compute_dtype="float32", allow_reduced_precision=True)
+    relaxed = ProblemTraits(dominant="matmul", compute_dtype="float32",
+                            policy=Policy(allow_reduced_precision=True))
     assert codes(evaluate([k], relaxed, "sm_90a")) == {"fp16-in-fp32": Severity.NOTE}
 
 

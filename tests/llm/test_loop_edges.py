@@ -284,3 +284,26 @@ def test_no_openai_package_ends_the_run_at_the_first_call_and_says_how_to_instal
                                max_candidates=4, evaluator=StubEvaluator())
     assert "the LLM calls fail" in result.stop_reason and "pip install 'kernelwright[llm]'" in result.stop_reason
     assert len(result.entries) == 1  # one call told the whole story
+
+
+def test_the_winners_final_verify_keeps_to_the_budget_and_its_allowance(workspace) -> None:
+    """With the budget spent and no allowance, the winner keeps its verdict (no verify past the budget); with an
+    allowance (a bench's --verify-limit), the final verify runs, cut at the budget's end plus the allowance."""
+    import io
+
+    from kernelwright.search.llm_search import Budget, LLMSearch
+    from kernelwright.search.progress import Progress
+    from kernelwright.search.strategies import Entry
+
+    tmp, problem = workspace
+    winner = Entry(index=0, lineage=0, round=1, origin="llm", source=kernel("passed", ms=0.5), path=str(problem),
+                   candidate_id=None, verdict=make_verdict("passed", 0.5, "", "w" * 64))
+    for allowance, verified in ((0.0, False), (120.0, True)):
+        evaluator = StubEvaluator()
+        search = LLMSearch(problem=problem, out_dir=tmp / "run", strategy=make_strategy("evolve", 1), client=None,
+                           evaluator=evaluator, db=None, run_id=1, context=None, device="cuda", options_key="k",
+                           toolchain="t", budget=Budget(wall_s=10.0, verify_allowance_s=allowance),
+                           progress=Progress(stream=io.StringIO(), llm=True))
+        search._deadline = time.monotonic() - 1.0  # the wall budget ended a second ago
+        search._final(winner)
+        assert [c for _, c in evaluator.calls] == ([True] if verified else []), allowance

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.config import config
-from kernelwright.records import Status
+from kernelwright.records import Policy, Status
 from kernelwright.verify.records import VerifyOptions, verdict_json
 from kernelwright.verify.verifier import verify
 
@@ -162,7 +162,7 @@ def test_credentials_never_reach_the_candidate(run, monkeypatch: pytest.MonkeyPa
 
 
 def test_allowing_reduced_precision_relaxes_the_tolerance_explicitly(run) -> None:
-    verdict = run("softmax_fp16_shortcut.py", allow_reduced_precision=True)
+    verdict = run("softmax_fp16_shortcut.py", policy=Policy(allow_reduced_precision=True))
     assert verdict.status is Status.PASSED, verdict.message
     assert "precision" not in codes(verdict)
     bound = verdict.trials[0].comparisons[0]["bound"]

@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelwright.bench.runner import BenchSettings, run_bench
     from kernelwright.errors import InputError
     from kernelwright.hardware.local import resolve_device
+    from kernelwright.records import Policy
 
     problems = collect_problems(args.problems)
     if args.solutions is not None:
@@ -83,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     settings = BenchSettings(out_dir=args.out.resolve(), device=device, generator=args.generator,
                              budget_per_problem_s=args.budget_per_problem,
                              verify_limit_s=args.verify_limit, budget_s=args.budget, arch=args.arch,
-                             allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision,
+                             policy=Policy(allow_tf32=args.allow_tf32,
+                                           allow_reduced_precision=args.allow_reduced_precision),
                              baselines=args.baselines, jobs=args.jobs, resume=args.resume, db_path=args.db,
                              solutions=args.solutions is not None,
                              llm={"strategy": args.strategy, "samples": args.samples, "model": args.model,

@@ -32,6 +32,7 @@ from typing import Any
 from kernelwright.bench import rows
 from kernelwright.bench.collect import BenchProblem
 from kernelwright.bench.scores import geomean
+from kernelwright.records import DEFAULT_POLICY, Policy
 from kernelwright.verify.baseline import COMPILE_MODES
 from kernelwright.verify.records import finite_json
 
@@ -47,8 +48,7 @@ class BenchSettings:
     verify_limit_s: float = 600.0
     budget_s: float | None = None  # the whole bench; None: no limit
     arch: str | None = None
-    allow_tf32: bool = False
-    allow_reduced_precision: bool = False
+    policy: Policy = DEFAULT_POLICY
     baselines: tuple[str, ...] = ("eager", "compile", "compile_max_autotune")
     jobs: int = 1
     resume: bool = False
@@ -60,8 +60,7 @@ class BenchSettings:
         """What, besides the problem, the solution and the machine, decides a row."""
         llm = {k: v for k, v in self.llm.items() if k != "base_url"}  # where the model is served is not the result
         return {"generator": self.generator, "llm": llm, "budget_per_problem_s": self.budget_per_problem_s,
-                "arch": self.arch, "allow_tf32": self.allow_tf32,
-                "allow_reduced_precision": self.allow_reduced_precision, "baselines": list(self.baselines)}
+                "arch": self.arch, **self.policy.to_json(), "baselines": list(self.baselines)}
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,7 @@ def row_key(problem: BenchProblem, settings: BenchSettings, where: dict[str, Any
 def baseline_key(problem: BenchProblem, settings: BenchSettings, where: dict[str, Any]) -> str:
     from kernelwright.config import config
 
-    return _hash({"problem": _sha(problem.path), "machine": where, "allow_tf32": settings.allow_tf32,
+    return _hash({"problem": _sha(problem.path), "machine": where, "allow_tf32": settings.policy.allow_tf32,
                   "timing": [config.timing_target_ms, config.timing_min_reps, config.timing_max_reps,
                              config.input_sets]})
 
@@ -156,11 +155,10 @@ def _measured_baselines(verdict: Any, task: Task) -> dict[str, Any]:
 
 def _search_inputs(task: Task) -> tuple[Any, Path, Any]:
     """(the precision policy, the problem's folder, the GPU evaluator with the bench's verify options or None)."""
-    from kernelwright.generate.families.base import Policy
     from kernelwright.search.evaluate import GpuEvaluator
 
     settings = task.settings
-    policy = Policy(allow_tf32=settings.allow_tf32, allow_reduced_precision=settings.allow_reduced_precision)
+    policy = settings.policy
     evaluator = None
     if settings.device == "cuda":
         evaluator = GpuEvaluator(task.problem.path, policy=policy, verify_options=_verify_options(task))
@@ -205,7 +203,8 @@ def _optimize_with_llm(task: Task, started: float) -> tuple[dict[str, Any], dict
     result = optimize_with_llm(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s,
                                generator=settings.generator, device=settings.device, arch=settings.arch,
                                policy=policy, db_path=settings.db_path, evaluator=evaluator,
-                               progress_stream=io.StringIO(), **settings.llm)
+                               progress_stream=io.StringIO(), verify_allowance_s=settings.verify_limit_s,
+                               **settings.llm)
     base = {"name": problem.name, "path": str(problem.path), "mode": "optimize"}
     wall = time.monotonic() - started
     best = result.best
@@ -229,9 +228,7 @@ def _verify_solution(task: Task, started: float) -> tuple[dict[str, Any], dict[s
     problem, settings = task.problem, task.settings
     assert problem.solution is not None
     out = settings.out_dir / problem.name
-    options = VerifyOptions(device=settings.device, allow_tf32=settings.allow_tf32,
-                            allow_reduced_precision=settings.allow_reduced_precision,
-                            deadline=started + settings.budget_per_problem_s,
+    options = VerifyOptions(device=settings.device, policy=settings.policy, deadline=started + settings.budget_per_problem_s,
                             inspect_archs=(target_arch(settings.device, settings.arch),)
                             if settings.device == "cpu" else None,
                             **_verify_options(task) if settings.device == "cuda" else {})

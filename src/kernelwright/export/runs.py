@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.errors import InputError, ToolchainError
+from kernelwright.records import Policy
 
 # a run's precision policy as torch.get_float32_matmul_precision() names it (the runtime compares them)
 PRECISION_SUFFIX = {"highest": "", "high": "_tf32", "medium": "_reduced"}
@@ -129,8 +130,7 @@ def read_run(path: str | Path) -> RunVariant:
     language = "cuda" if candidate.uses_load_inline or candidate.cuda_kernels else "triton"
     arch, capability, toolchain = check_arch(str(meta.get("arch") or ""), language, folder)
     backward, backward_note = read_backward(folder, sha)
-    precision = ("medium" if meta.get("allow_reduced_precision")
-                 else "high" if meta.get("allow_tf32") else "highest")
+    precision = Policy.from_json(meta).matmul_precision
     return RunVariant(
         path=folder.resolve(),
         problem_name=str(meta.get("problem_name") or "problem"),

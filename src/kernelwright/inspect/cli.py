@@ -91,13 +91,12 @@ def _archs(args: argparse.Namespace, *, default_from_gpu: bool = True) -> list[s
 
 
 def _traits(args: argparse.Namespace) -> Any:
-    from kernelwright.records import ProblemTraits
+    from kernelwright.records import Policy, ProblemTraits
 
     return ProblemTraits(
         dominant=args.dominant or "unknown",
         compute_dtype=args.dtype,
-        allow_tf32=args.allow_tf32,
-        allow_reduced_precision=args.allow_reduced_precision,
+        policy=Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision),
     )
 
 

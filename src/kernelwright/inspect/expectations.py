@@ -192,7 +192,7 @@ def _precision_findings(kernel: KernelSummary, traits: ProblemTraits, dtype: str
         elif dtype == "fp32" and kind in ("fp16", "bf16"):
             findings.append(_half_in_fp32(kernel, traits, count, kind, details_base))
         else:  # fp16 on bf16 MMAs included: 7 bits of mantissa for 10 (KNOWN_HACKS #22)
-            allowed = traits.allow_reduced_precision
+            allowed = traits.policy.allow_reduced_precision
             findings.append(Finding(
                 code="low-precision-mma",
                 severity=Severity.NOTE if allowed else Severity.ERROR,
@@ -204,7 +204,7 @@ def _precision_findings(kernel: KernelSummary, traits: ProblemTraits, dtype: str
 
 def _half_in_fp32(kernel: KernelSummary, traits: ProblemTraits, count: int, kind: str,
                   details: Mapping[str, Any]) -> Finding:
-    allowed = traits.allow_reduced_precision
+    allowed = traits.policy.allow_reduced_precision
     return Finding(
         code="fp16-in-fp32",
         severity=Severity.NOTE if allowed else Severity.ERROR,
@@ -218,7 +218,7 @@ def _tf32_finding(kernel: KernelSummary, traits: ProblemTraits, count: int, deta
     evidence = kernel.ptx_evidence
     split = evidence.get("cvt_tf32", 0) > 0 and evidence.get("sub_f32", 0) > 0
     details = {**details, "operand_type": "tf32", "ptx_evidence": dict(evidence)}
-    if traits.allow_tf32:
+    if traits.policy.allow_tf32:
         return Finding(code="tf32-in-fp32", severity=Severity.NOTE, details=details,
                        message=f"{kernel.name}: {count} TF32 tensor-core MMAs in an fp32 problem (TF32 allowed)")
     if split:
@@ -252,7 +252,7 @@ def _tensor_core_findings(
     findings: list[Finding] = []
     mma_kernels = [k for k in kernels if k.tensor_core_instructions]
     expects_tc = dtype is not None and (
-        _tensor_core_capable(arch, dtype) or (dtype == "fp32" and traits.allow_tf32 and _tensor_core_capable(arch,
+        _tensor_core_capable(arch, dtype) or (dtype == "fp32" and traits.policy.allow_tf32 and _tensor_core_capable(arch,
                                                                                                                 "bf16"))
     )
     if not mma_kernels:

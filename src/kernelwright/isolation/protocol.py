@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
+from kernelwright.records import DEFAULT_POLICY, Policy
+
 R = TypeVar("R", bound="Record")
 
 
@@ -56,6 +58,8 @@ def _encode(value: Any) -> Any:
         data = {f.name: _encode(getattr(value, f.name)) for f in fields(value)}
         data.update((name, getattr(value, name)) for name in value.DERIVED)
         return data
+    if isinstance(value, Policy):
+        return value.to_json()
     if isinstance(value, (tuple, list)):
         return [_encode(v) for v in value]
     if isinstance(value, Mapping):
@@ -81,6 +85,12 @@ def _decode(value: Any, tp: Any, where: str) -> Any:
         return value
     if isinstance(tp, type) and issubclass(tp, Record):
         return _decode_record(value, tp, where)
+    if tp is Policy:
+        if isinstance(value, Policy):
+            return value
+        if isinstance(value, Mapping) and set(value) <= {"allow_tf32", "allow_reduced_precision"} and all(
+                isinstance(v, bool) for v in value.values()):
+            return Policy.from_json(value)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
@@ -202,7 +212,7 @@ class ReferenceSpec(JobSpec):
     trials: tuple[dict[str, Any], ...]  # TrialSpec.to_json() of every planned trial
     shared_dir: str  # what the candidate may read: inputs, init inputs, state
     private_dir: str  # the answers, for the parent alone
-    allow_tf32: bool = False
+    policy: Policy = DEFAULT_POLICY
     size_globals: dict[str, int] = field(default_factory=dict)  # the problem's sizes, overrides applied
     size_overrides: dict[str, int] = field(default_factory=dict)
     count_work: bool = True  # FLOPs and bytes for the roofline
@@ -217,7 +227,7 @@ class CandidateSpec(JobSpec):
     trials: tuple[dict[str, Any], ...]  # the trials to run (TrialSpec.to_json())
     shared_dir: str
     out_dir: str  # the outputs of checked and timed calls, cubins
-    allow_tf32: bool = False
+    policy: Policy = DEFAULT_POLICY
     expected_output_bytes: int = 0  # the reference's output size (free memory to leave when poisoning)
     profile_trial: int | None = None  # the call whose kernel list goes into the verdict
     watch_paths: tuple[str, ...] = ()  # opening these is reference-access
@@ -236,7 +246,7 @@ class BaselineSpec(JobSpec):
     shared_dir: str
     input_sets: tuple[int, ...]  # the trials whose inputs are timed
     timing: TimingSettings
-    allow_tf32: bool = False
+    policy: Policy = DEFAULT_POLICY
     size_overrides: dict[str, int] = field(default_factory=dict)
     variants: tuple[str, ...] = ("eager", "compile", "compile_max_autotune")
     calibrate: bool = True  # measure the device's ceilings too
@@ -249,8 +259,7 @@ class TuneSpec(JobSpec):
     seed: int
     candidates: tuple[tuple[int, str], ...]  # (index, path) of each template candidate to time
     timing: TimingSettings
-    allow_tf32: bool = False
-    allow_reduced_precision: bool = False
+    policy: Policy = DEFAULT_POLICY
     n_sets: int = 2
 
 

@@ -22,8 +22,7 @@ MAX_WORKER_RESTARTS = 3
 
 
 def _options(policy: Policy, **extra: object) -> VerifyOptions:
-    return VerifyOptions(allow_tf32=policy.allow_tf32, allow_reduced_precision=policy.allow_reduced_precision,
-                         **extra)  # type: ignore[arg-type]
+    return VerifyOptions(policy=policy, **extra)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -110,9 +109,7 @@ class GpuEvaluator:
                     timeout_s, budget_limited = left, True
             workdir = Path(tempfile.mkdtemp(prefix="kernelwright-tune-"))
             spec = TuneSpec(problem=str(self.problem), device="cuda", seed=self.seed,
-                            allow_tf32=self.policy.allow_tf32,
-                            allow_reduced_precision=self.policy.allow_reduced_precision,
-                            candidates=tuple((c.index, str(c.path)) for c in pending), n_sets=2,
+                            policy=self.policy, candidates=tuple((c.index, str(c.path)) for c in pending), n_sets=2,
                             timing=TimingSettings.from_config(target_ms=min(config.timing_target_ms, 200.0)))
             try:
                 run = run_child("tune", spec, workdir=workdir, timeout_s=timeout_s, device="cuda")

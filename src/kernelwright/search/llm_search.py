@@ -48,6 +48,9 @@ class Budget:
     wall_s: float
     max_candidates: int | None = None  # LLM responses (and template mutations) asked for
     max_tokens: int | None = None  # prompt + completion tokens
+    # How long the winner's final verify (with the torch.compile baselines) may run past the wall budget: 0 (the
+    # budget is a promise: only the time left, and none once it is spent), or a bench's --verify-limit.
+    verify_allowance_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -370,14 +373,21 @@ class LLMSearch:
     # -- the winner ----------------------------------------------------------------------------------------------
     def _final(self, best: Entry) -> Entry:
         """On a GPU the winner is verified once more, now with the torch.compile baselines (a template seed already
-        was, by the template search)."""
+        was, by the template search) — within the budget plus its verify allowance; with none left, the winner
+        keeps the verdict it has and the progress line says why."""
         if not self.evaluator.timed or best.path is None or best.origin == "seed":
             return best
         from kernelwright.verify.records import verdict_json
 
+        deadline = (self._deadline or time.monotonic()) + self.budget.verify_allowance_s
+        if time.monotonic() >= deadline - 1.0:
+            self.progress.note = "(budget spent: the winner keeps its verdict, without the torch.compile baselines)"
+            self.progress.show(force=True)
+            return best
+
         candidate = Candidate(index=best.candidate_id or 0, label="winner", choice=(), configs=(),
                               path=Path(best.path), sha256=hashlib.sha256((best.source or "").encode()).hexdigest())
-        verdict = self.evaluator.verify(candidate, compile_baseline=True)
+        verdict = self.evaluator.verify(candidate, compile_baseline=True, deadline=deadline)
         if best.candidate_id is not None:
             self.db.record_verdict(best.candidate_id, json.loads(verdict_json(verdict)), arch=self.context.arch,
                                    toolchain=self.toolchain, options_key=self.options_key + "+compile")
@@ -434,10 +444,12 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
                       policy: Policy = DEFAULT_POLICY, model: str | None = None, base_url: str | None = None,
                       db_path: Path | None = None, resume: int | None = None, max_candidates: int | None = None,
                       max_tokens: int | None = None, language: str = "triton", seed: int = 0,
-                      evaluator: Any = None, progress_stream: Any = None) -> SearchResult:
+                      evaluator: Any = None, progress_stream: Any = None,
+                      verify_allowance_s: float = 0.0) -> SearchResult:
     """``kernelwright optimize --generator llm|hybrid``: set up the client, the database, the evaluator and the
     strategy; for ``hybrid`` first let the template library find a verified seed (a third of the budget); run the
-    loop; write the outputs. ``evaluator`` can be injected (tests)."""
+    loop; write the outputs. ``evaluator`` can be injected (tests). ``verify_allowance_s``: how long the winner's
+    final verify may run past the budget (a bench's --verify-limit; 0: none)."""
     from kernelwright.config import redact_url
     from kernelwright.errors import InputError
     from kernelwright.hardware.local import resolve_device, target_arch
@@ -516,7 +528,7 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
         remaining = max(1.0, budget_s - (time.monotonic() - started))
         search = LLMSearch(problem=problem, out_dir=out, strategy=strat, client=client, evaluator=evaluator, db=db,
                            run_id=run_id, budget=Budget(wall_s=remaining, max_candidates=max_candidates,
-                                                        max_tokens=max_tokens),
+                                                        max_tokens=max_tokens, verify_allowance_s=verify_allowance_s),
                            context=ctx, device=device, options_key=key, toolchain=toolchain,
                            template_builder=template_builder, seed=seed,
                            progress=Progress(stream=progress_stream, llm=True),

@@ -32,7 +32,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
 
     device = runtime.device_of(spec.device)
-    runtime.configure_precision(allow_tf32=spec.allow_tf32)
+    runtime.configure_precision(spec.policy)
     clock = Clock.capture()
     seed = spec.seed
     problem = import_from_path(spec.problem, PROBLEM_MODULE)
@@ -43,8 +43,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     sets = [tensors.to_device(make_inputs(problem, seed + i), device) for i in range(spec.n_sets)]
     expected, expected64 = reference_outputs(reference, sets[0])
     del reference
-    roundoff = (compare.BF16_UNIT_ROUNDOFF if spec.allow_reduced_precision
-                else compare.TF32_UNIT_ROUNDOFF if spec.allow_tf32 else 0.0)
+    roundoff = compare.allowed_roundoff(spec.policy)
     flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
     timing = spec.timing
 

@@ -29,7 +29,7 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
     from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
 
     device = runtime.device_of(spec.device)
-    runtime.configure_precision(allow_tf32=spec.allow_tf32)
+    runtime.configure_precision(spec.policy)
     clock = Clock.capture()
     shared = Path(spec.shared_dir)
     timing = spec.timing

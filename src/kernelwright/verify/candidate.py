@@ -174,7 +174,7 @@ class _CandidateJob:
 
         self.spec, self.channel = spec, channel
         device = self.device = runtime.device_of(spec.device)
-        runtime.configure_precision(allow_tf32=spec.allow_tf32)
+        runtime.configure_precision(spec.policy)
         self.shared, self.out_dir = Path(spec.shared_dir), Path(spec.out_dir)
 
         # -- before any candidate code: clock, monitor, recorder ------------------------------------------------

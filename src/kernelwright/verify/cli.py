@@ -62,6 +62,7 @@ class _Explain(argparse.Action):
 
 def run(args: argparse.Namespace) -> int:
     from kernelwright.errors import InputError
+    from kernelwright.records import Policy
     from kernelwright.verify.records import VerifyOptions, verdict_json
     from kernelwright.verify.report import render
     from kernelwright.verify.verifier import verify
@@ -89,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
         timing=not args.no_timing,
         compile_baseline=not args.no_compile_baseline,
         allow_library_only=args.allow_library_only,
-        allow_tf32=args.allow_tf32,
-        allow_reduced_precision=args.allow_reduced_precision,
+        policy=Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision),
         inspect_archs=archs,
         timeout_s=args.timeout,
         size_overrides=_sizes(args.size),

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from kernelwright.records import Policy
+
 REFERENCE = "reference"
 KERNELBENCH = "kernelbench"
 MODES = (REFERENCE, KERNELBENCH)
@@ -269,6 +271,11 @@ def _compare_finite(c: torch.Tensor, n: torch.Tensor, r: torch.Tensor, shape: tu
 # Unit roundoffs of the formats a shortcut computes in: TF32 and fp16 keep 10 mantissa bits, bf16 keeps 7.
 TF32_UNIT_ROUNDOFF = 2.0**-11
 BF16_UNIT_ROUNDOFF = 2.0**-8
+
+
+def allowed_roundoff(policy: Policy) -> float:
+    """The unit roundoff a policy lets an fp32 problem's candidate compute at (0: fp32's own)."""
+    return BF16_UNIT_ROUNDOFF if policy.allow_reduced_precision else TF32_UNIT_ROUNDOFF if policy.allow_tf32 else 0.0
 _REDUCED_FORMATS = (("TF32 or fp16", TF32_UNIT_ROUNDOFF), ("bf16", BF16_UNIT_ROUNDOFF))
 
 

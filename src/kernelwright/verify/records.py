@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelwright.records import Finding, ProblemTraits, Severity, Status
+from kernelwright.records import DEFAULT_POLICY, Finding, Policy, ProblemTraits, Severity, Status
 from kernelwright.verify.compare import REFERENCE
 
 
@@ -28,8 +28,7 @@ class VerifyOptions:
     # cache): name -> measurement JSON. Those present are reused, not timed again; the verdict notes it.
     reuse_baselines: Mapping[str, Any] | None = None
     allow_library_only: bool = False
-    allow_tf32: bool = False
-    allow_reduced_precision: bool = False
+    policy: Policy = DEFAULT_POLICY  # TF32 or half precision in an fp32 problem only where it says so
     distribution_trials: bool = True  # scaled and heavy-tailed inputs
     shape_trial: bool = True  # a second shape where the problem's size globals allow
     inspect_archs: tuple[str, ...] | None = None  # archs to cross-compile Triton kernels for (None: config.arch)
@@ -154,8 +153,7 @@ class Verdict:
             speedups=dict(data.get("speedups") or {}),
             roofline=data.get("roofline"),
             percent_of_floor=data.get("percent_of_floor"),
-            traits=ProblemTraits(**{k: v for k, v in traits.items() if k != "intensity"} | {
-                "dtypes": tuple(traits.get("dtypes", ()))}) if traits else None,
+            traits=ProblemTraits.from_json(traits) if traits else None,
             kernels=tuple(data.get("kernels", ())),
             instructions=tuple(data.get("instructions", ())),
             stderr_tail=data.get("stderr_tail", ""),

@@ -178,7 +178,7 @@ def _ignored_inputs(model: torch.nn.Module, inputs: list[Any], outputs: list[tor
 def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
     runtime.quiet_warnings()
     device = runtime.device_of(spec.device)
-    runtime.configure_precision(allow_tf32=spec.allow_tf32)
+    runtime.configure_precision(spec.policy)
     shared, private = Path(spec.shared_dir), Path(spec.private_dir)
     init_seed = spec.init_seed
     channel.send(DeviceFacts(facts=runtime.device_facts(device)))

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelwright.records import ProblemTraits
+from kernelwright.records import DEFAULT_POLICY, Policy, ProblemTraits
 
 _ATTENTION_HINTS = ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")
 _FREE_OPS = (
@@ -164,7 +164,7 @@ def count_work(model: Any, inputs: Sequence[Any], outputs: Sequence[Any],
 MATMUL_BOUND_INTENSITY = 32.0
 
 
-def traits(work: WorkCount, *, allow_tf32: bool = False, allow_reduced_precision: bool = False) -> ProblemTraits:
+def traits(work: WorkCount, *, policy: Policy = DEFAULT_POLICY) -> ProblemTraits:
     mm = work.total_matmul_flops
     if mm and mm / max(work.bytes, 1.0) >= MATMUL_BOUND_INTENSITY:
         if "attention" in work.kinds or ("softmax" in work.kinds and "matmul" in work.kinds):
@@ -186,8 +186,7 @@ def traits(work: WorkCount, *, allow_tf32: bool = False, allow_reduced_precision
         flops=mm + work.elementwise_flops,
         matmul_flops=mm,
         bytes=work.bytes,
-        allow_tf32=allow_tf32,
-        allow_reduced_precision=allow_reduced_precision,
+        policy=policy,
     )
 
 

@@ -8,16 +8,19 @@ from typing import Any
 
 import torch
 
+from kernelwright.records import Policy
 
-def configure_precision(*, allow_tf32: bool) -> None:
+
+def configure_precision(policy: Policy) -> None:
     """The precision policy, applied identically to the reference, the baselines and the candidate.
 
     PyTorch enables TF32 for cuDNN convolutions by default; an fp32 problem must be judged and timed in fp32,
-    so both switches follow ``allow_tf32`` (DESIGN.md rule 4; KNOWN_HACKS #10).
+    so both switches follow ``policy.allow_tf32`` (DESIGN.md rule 4; KNOWN_HACKS #10). Half precision is never
+    switched on for PyTorch: it is what a candidate may use, not what the reference computes.
     """
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    torch.backends.cudnn.allow_tf32 = allow_tf32
-    torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+    torch.backends.cuda.matmul.allow_tf32 = policy.allow_tf32
+    torch.backends.cudnn.allow_tf32 = policy.allow_tf32
+    torch.set_float32_matmul_precision("high" if policy.allow_tf32 else "highest")
 
 
 def quiet_warnings() -> None:

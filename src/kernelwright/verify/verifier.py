@@ -139,8 +139,7 @@ class _Verification:
         self.expects_timing = False
         self.trials_without_own: list[int] = []  # checked calls that ran no kernel of the candidate's own
         # What the user allowed, made explicit in the tolerance (precision findings then become notes).
-        self.allowed_roundoff = (compare.BF16_UNIT_ROUNDOFF if opts.allow_reduced_precision
-                                 else compare.TF32_UNIT_ROUNDOFF if opts.allow_tf32 else 0.0)
+        self.allowed_roundoff = compare.allowed_roundoff(opts.policy)
 
     def _compare(self, got: Any, expected: Any, ref64: Any) -> compare.Comparison:
         return compare.compare(got, expected, ref64, mode=self.opts.tolerance, factor=self.factor,
@@ -233,7 +232,7 @@ class _Verification:
         spec = protocol.ReferenceSpec(
             problem=str(self.problem.path), device=self.device, init_seed=self.seed,
             trials=tuple(t.to_json() for t in self.plan), shared_dir=str(self.shared), private_dir=str(self.private),
-            allow_tf32=self.opts.allow_tf32, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes)
+            policy=self.opts.policy, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes)
         run = self._run("reference", spec)
         if self.budget_cut == "reference":
             raise _BudgetSpent("reference (cut short)")
@@ -262,8 +261,7 @@ class _Verification:
             from kernelwright.verify.roofline import WorkCount, traits
 
             self.work = WorkCount.from_json(work.work)
-            self.traits = traits(self.work, allow_tf32=self.opts.allow_tf32,
-                                 allow_reduced_precision=self.opts.allow_reduced_precision)
+            self.traits = traits(self.work, policy=self.opts.policy)
         self._notes(run)
         kernels = run.report(protocol.ReferenceKernels)
         self.reference_kernels = list(kernels.names) if kernels else []
@@ -281,7 +279,7 @@ class _Verification:
         spec = protocol.CandidateSpec(
             candidate=str(self.candidate.path), device=self.device, init_seed=self.seed,
             trials=tuple(t.to_json() for t in runnable), shared_dir=str(self.shared), out_dir=str(self.out),
-            allow_tf32=self.opts.allow_tf32, expected_output_bytes=expected,
+            policy=self.opts.policy, expected_output_bytes=expected,
             # Which call is profiled is drawn afresh (not from --seed): a candidate cannot know which call to
             # behave on. Every trial's own launches are counted besides.
             profile_trial=secrets.choice(random_indices) if random_indices else None,
@@ -626,7 +624,7 @@ class _Verification:
             return dict(reused)
         spec = protocol.BaselineSpec(
             problem=str(self.problem.path), device=self.device, init_seed=self.seed, shared_dir=str(self.shared),
-            input_sets=tuple(range(n_sets)), allow_tf32=self.opts.allow_tf32, variants=tuple(variants),
+            input_sets=tuple(range(n_sets)), policy=self.opts.policy, variants=tuple(variants),
             size_overrides=dict(self.opts.size_overrides or {}), timing=protocol.TimingSettings.from_config())
         run = self._run("baseline", spec, timeout=max(self.timeout, 1800.0))
         found, ceilings = collect_baselines(run, reused, self.judge, budget_cut=self.budget_cut == "baseline")
@@ -639,7 +637,7 @@ class _Verification:
         from kernelwright.verify.roofline import place
 
         return place(self.work, timing, device=self.device, device_name=self.device_facts.get("name"),
-                     ceilings=self.ceilings, allow_tf32=self.opts.allow_tf32, judge=self.judge)
+                     ceilings=self.ceilings, allow_tf32=self.opts.policy.allow_tf32, judge=self.judge)
 
     # -- degenerate problems ------------------------------------------------------------------------------------
     def _degenerate_check(self, refs: dict[int, dict[str, Any]]) -> None:

@@ -20,6 +20,7 @@ from kernelwright.generate import expr
 from kernelwright.generate.graph import Node, ProblemGraph, TensorInfo, node_inputs
 from kernelwright.generate.operators import CONSTANTS, ELEMENTWISE_COPIES
 from kernelwright.hardware.spec import gpus_for_arch
+from kernelwright.records import DEFAULT_POLICY, Policy  # noqa: F401 - the families' precision policy, re-exported
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,15 +46,6 @@ class Rendered:
 Config = Mapping[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Policy:
-    """The precision policy: an fp32 problem gets fp32 math unless the user allowed TF32 or half precision."""
-
-    allow_tf32: bool = False
-    allow_reduced_precision: bool = False
-
-
-DEFAULT_POLICY = Policy()
 
 
 class Family(Protocol):

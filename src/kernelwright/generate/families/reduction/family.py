@@ -27,9 +27,15 @@ from kernelwright.hardware import arch_spec
 # Rows up to this many elements are held in registers by default (strategy "single"): 16K fp32 values over 16
 # warps is 32 registers a thread. A lead from the usual Triton practice, not yet measured on the H200.
 SINGLE_MAX = 16384
-# Strategy split aims at this many programs (8 per SM of an H200): enough loads in flight to stream at full
-# bandwidth when the outputs are few. A lead, not yet measured.
-SPLIT_PROGRAMS = 1024
+# Strategy split aims at this many programs per SM, rounded down to a power of two over the arch's SMs (1,024 on
+# an H100/H200's 132): enough loads in flight to stream at full bandwidth when the outputs are few. A lead, not yet
+# measured.
+SPLIT_PROGRAMS_PER_SM = 8
+
+
+def split_programs(arch: str) -> int:
+    """The split strategy's program count for ``arch``, from the hardware knowledge base's SM count."""
+    return 1 << (SPLIT_PROGRAMS_PER_SM * sm_count(arch)).bit_length() - 1
 
 
 def _pow2(n: int) -> int:
@@ -125,10 +131,10 @@ class ReductionFamily:
             programs = n_outer * -(-n_inner // min(loop["block_m"], _pow2(n_inner)))
         else:
             programs = -(-n_outer // max(loop["tile"] // block_n, 1))
-        split = {**loop, "strategy": "split", "programs": SPLIT_PROGRAMS}
+        split = {**loop, "strategy": "split", "programs": split_programs(arch)}
         if programs < 2 * sm_count(arch) and n_red >= 4 * block_n:
             return [split, *configs]
-        if programs < SPLIT_PROGRAMS:
+        if programs < split["programs"]:
             return [*configs[:2], split, *configs[2:]]
         return configs
 
