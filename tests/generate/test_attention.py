@@ -31,8 +31,8 @@ def _attention(the_plan):
 def _sm90_opcodes(verdict) -> dict[str, int]:
     counts: dict[str, int] = {}
     for summary in verdict.instructions:
-        if summary.get("arch", "").startswith("sm_90"):
-            for op, n in summary.get("histogram_by_opcode", {}).items():
+        if summary.arch.startswith("sm_90"):
+            for op, n in summary.histogram_by_opcode.items():
                 counts[op] = counts.get(op, 0) + n
     return counts
 

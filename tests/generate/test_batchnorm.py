@@ -53,7 +53,7 @@ def test_training_batch_norm_instance_norm_and_1d(check, config_index: int) -> N
     first = bn_groups[0]
     assert {"tanh", "add"} <= {n.split("_")[0] for n in first.detail["epilogue"]}  # the epilogue is fused
     assert verdict.status is Status.PASSED, verdict.message
-    assert not any(k["origin"] == "library" and "batch_norm" in k["name"] for k in verdict.kernels)
+    assert not any(k.origin == "library" and "batch_norm" in k.name for k in verdict.kernels)
 
 
 _STEPS = """

@@ -84,7 +84,7 @@ def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape
     assert verdict.status is Status.PASSED, verdict.message
     if second_shape:
         assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
-    library = any(k["name"] == "aten::convolution" for k in verdict.kernels)
+    library = any(k.name == "aten::convolution" for k in verdict.kernels)
     assert library == (config_index == 0)  # config 1 is the Triton convolution: no library conv at all
 
 
@@ -151,7 +151,7 @@ def test_bare_conv_odd_channels_rectangular_kernel(check) -> None:
     """, distribution_trials=False)
     assert [g.family for g in plan.groups] == ["conv"]
     assert verdict.status is Status.PASSED, verdict.message
-    assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
+    assert not any(k.name == "aten::convolution" for k in verdict.kernels)
 
 
 def test_claims_ranks_groups_and_transposed(tmp_path) -> None:
@@ -212,7 +212,7 @@ def test_transposed_2d_strided_output_padding_fp32(check, config_index: int) -> 
     (group,) = _conv_groups(plan)
     assert plan.fully_covered and group.detail["transposed"]
     assert verdict.status is Status.PASSED, verdict.message
-    library = any(k["name"] == "aten::convolution" for k in verdict.kernels)
+    library = any(k.name == "aten::convolution" for k in verdict.kernels)
     assert library == (config_index == 0)
     if config_index == 1:
         assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
@@ -242,7 +242,7 @@ def test_transposed_3d_grouped_dilated_bf16(check) -> None:
     (group,) = _conv_groups(plan)
     assert group.detail["transposed"] and group.detail["groups"] == 2
     assert verdict.status is Status.PASSED, verdict.message
-    assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
+    assert not any(k.name == "aten::convolution" for k in verdict.kernels)
 
 
 GROUPED = """
@@ -273,7 +273,7 @@ def test_grouped_conv_bias_relu_fp32(check) -> None:
     assert plan.fully_covered and group.detail["groups"] == 3
     assert verdict.status is Status.PASSED, verdict.message
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
-    assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
+    assert not any(k.name == "aten::convolution" for k in verdict.kernels)
 
 
 def test_depthwise_strided_padded_bf16(check) -> None:
@@ -298,7 +298,7 @@ def test_depthwise_strided_padded_bf16(check) -> None:
     (group,) = _conv_groups(plan)
     assert group.detail["groups"] == 5
     assert verdict.status is Status.PASSED, verdict.message
-    assert not any(k["name"] == "aten::convolution" for k in verdict.kernels)
+    assert not any(k.name == "aten::convolution" for k in verdict.kernels)
 
 
 CONV1D = """
@@ -357,4 +357,4 @@ def test_conv3d_padded_bias_relu_fp32(check, config_index: int) -> None:
     (group,) = _conv_groups(plan)
     assert plan.fully_covered and len(group.detail["stride"]) == 3 and group.detail["groups"] == 2
     assert verdict.status is Status.PASSED, verdict.message
-    assert any(k["name"] == "aten::convolution" for k in verdict.kernels) == (config_index == 0)
+    assert any(k.name == "aten::convolution" for k in verdict.kernels) == (config_index == 0)

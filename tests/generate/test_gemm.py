@@ -31,8 +31,8 @@ def _ops(the_plan, index: int = 0) -> list[str]:
 def _opcodes(verdict) -> dict[str, int]:
     counts: dict[str, int] = {}
     for kernel in verdict.instructions:
-        if kernel.get("arch") == "sm_90a":
-            for opcode, n in kernel.get("histogram_by_opcode", {}).items():
+        if kernel.arch == "sm_90a":
+            for opcode, n in kernel.histogram_by_opcode.items():
                 counts[opcode] = counts.get(opcode, 0) + n
     return counts
 

@@ -23,7 +23,7 @@ def _families(plan) -> list[str]:
 def _assert_compiled(verdict) -> None:
     """The kernels also compiled for sm_90a (the verifier cross-compiles them for their instruction summary)."""
     assert not verdict.has_finding("cross-compile-failed"), [f.message for f in verdict.findings]
-    assert verdict.instructions and all(i.get("arch") == "sm_90a" for i in verdict.instructions)
+    assert verdict.instructions and all(i.arch == "sm_90a" for i in verdict.instructions)
 
 
 def test_softmax_in_registers_with_every_trial(check) -> None:
@@ -272,7 +272,7 @@ def test_split_rows_then_merge(check) -> None:
     assert _families(plan) == ["reduction"] * 5 and plan.fully_covered
     assert [len(g.nodes) for g in plan.groups][:3] == [3, 3, 2]  # min+getitems, sum+var_mean+getitem, argmax+amax
     assert verdict.status is Status.PASSED, verdict.message
-    assert sum("partial" in i.get("name", "") for i in verdict.instructions) == 5
+    assert sum("partial" in i.name for i in verdict.instructions) == 5
     _assert_compiled(verdict)
 
 

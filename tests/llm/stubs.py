@@ -10,6 +10,7 @@ import re
 import time
 from pathlib import Path
 
+from kernelwright.isolation.protocol import Measurement
 from kernelwright.records import Finding, Status
 from kernelwright.verify.records import TrialOutcome, Verdict
 
@@ -52,14 +53,23 @@ class StubEvaluator:
         return make_verdict(status, float(ms) if ms else None, note, sha, compile_baseline)
 
 
+def measured(median_ms: float, *, q1_ms: float | None = None, q3_ms: float | None = None, min_ms: float | None = None,
+             reps: int = 100) -> Measurement:
+    """A measurement with the given median (the rest made consistent with it)."""
+    return Measurement(median_ms=median_ms, min_ms=min_ms if min_ms is not None else median_ms,
+                       q1_ms=q1_ms if q1_ms is not None else median_ms, q3_ms=q3_ms if q3_ms is not None else median_ms,
+                       mean_ms=median_ms, reps=reps, host_ms_per_call=median_ms, flush_ms=0.0,
+                       unexplained_ms_per_call=0.0)
+
+
 def make_verdict(status: str, ms: float | None, note: str, sha: str, compile_baseline: bool = False) -> Verdict:
     common = dict(problem="p.py", candidate="c.py", problem_sha256="p" * 64, candidate_sha256=sha, seed=1,
                   device={"type": "cuda", "name": "stub"}, tolerance={"mode": "reference"})
     if status == "passed":
-        timing = {"candidate": {"median_ms": ms}, "eager": {"median_ms": EAGER_MS}}
+        timing = {"candidate": measured(ms), "eager": measured(EAGER_MS)}
         speedups = {"vs_eager": EAGER_MS / ms}
         if compile_baseline:
-            timing["compile_max_autotune"] = {"median_ms": EAGER_MS * 0.8}
+            timing["compile_max_autotune"] = measured(EAGER_MS * 0.8)
             speedups["vs_compile"] = EAGER_MS * 0.8 / ms
         return Verdict(status=Status.PASSED, message=f"correct on every trial; {ms} ms", clean=True,
                        timing=timing, speedups=speedups, **common)

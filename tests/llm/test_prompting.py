@@ -6,9 +6,12 @@ import re
 from importlib import resources
 
 import pytest
+from stubs import measured
 
 from kernelwright.generate.families.base import Policy
 from kernelwright.hardware import lookup
+from kernelwright.inspect.analysis import KernelSummary
+from kernelwright.isolation.protocol import KernelRecord
 from kernelwright.llm.parse import extract_modelnew
 from kernelwright.llm.prompting import (
     Attempt,
@@ -25,6 +28,7 @@ from kernelwright.llm.prompting import (
 )
 from kernelwright.records import Finding, ProblemTraits, Severity, Status
 from kernelwright.verify.records import TrialOutcome, Verdict
+from kernelwright.verify.roofline import Roofline
 
 CANDIDATE = "/tmp/kw-run/c0007.py"
 
@@ -134,20 +138,21 @@ def rejected(code: str, message: str) -> Verdict:
 
 
 def matmul_pass_without_tensor_cores() -> Verdict:
-    timing = {"candidate": {"median_ms": 2.1, "min_ms": 2.0, "q1_ms": 2.05, "q3_ms": 2.15, "reps": 300},
-              "eager": {"median_ms": 0.205, "min_ms": 0.2, "q1_ms": 0.2, "q3_ms": 0.21, "reps": 1200},
-              "compile_max_autotune": {"median_ms": 0.207, "min_ms": 0.2, "q1_ms": 0.2, "q3_ms": 0.21, "reps": 1200}}
+    timing = {"candidate": measured(2.1, min_ms=2.0, q1_ms=2.05, q3_ms=2.15, reps=300),
+              "eager": measured(0.205, min_ms=0.2, q1_ms=0.2, q3_ms=0.21, reps=1200),
+              "compile_max_autotune": measured(0.207, min_ms=0.2, q1_ms=0.2, q3_ms=0.21, reps=1200)}
     return make_verdict(
         Status.PASSED, "correct on every trial; 2.1000 ms, 0.10x eager, 0.10x torch.compile", traits=MATMUL,
         timing=timing, speedups={"vs_eager": 0.098, "vs_compile_max_autotune": 0.099},
-        roofline={"bytes": 1.0e8, "flops": 1.37e11, "matmul_flops": 1.37e11, "achievable_floor_ms": 0.191,
-                  "physical_floor_ms": 0.139, "bound": "compute", "basis": {}},
+        roofline=Roofline(bytes=1.0e8, flops=1.37e11, matmul_flops=1.37e11, achievable_floor_ms=0.191,
+                          physical_floor_ms=0.139, bound="compute"),
         percent_of_floor=9.1,
-        kernels=({"name": "_mm", "origin": "own", "source": "triton", "launches": 1, "device_time_us": 2100.0,
-                  "streams": [7]},),
-        instructions=({"name": "_mm", "arch": "sm_90a", "registers": 128, "shared_bytes": 0,
-                       "histogram_by_class": {"fp32": 9000, "fp16": 4000, "global_load": 64},
-                       "global_load_bits": {"32": 64}, "occupancy": {"warps_per_sm": 16, "max_warps_per_sm": 64}},),
+        kernels=(KernelRecord(name="_mm", origin="own", source="triton", launches=1, device_time_us=2100.0,
+                              streams=(7,)),),
+        instructions=(KernelSummary.from_json({
+            "name": "_mm", "arch": "sm_90a", "registers": 128, "shared_bytes": 0,
+            "histogram_by_class": {"fp32": 9000, "fp16": 4000, "global_load": 64},
+            "global_load_bits": {"32": 64}, "occupancy": {"warps_per_sm": 16, "max_warps_per_sm": 64}}),),
         findings=(Finding(code="no-tensor-core", severity=Severity.WARNING,
                           message="matmul-dominant fp16 problem, but no tensor-core instruction in 1 kernel(s) for "
                                   "sm_90a: the math runs on the SIMT units",

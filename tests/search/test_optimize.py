@@ -13,6 +13,7 @@ import pytest
 
 from kernelwright.cli import main
 from kernelwright.errors import InputError
+from kernelwright.isolation.protocol import Measurement
 from kernelwright.records import Status
 from kernelwright.search.optimize import optimize
 from kernelwright.search.records import Candidate, Outcome
@@ -89,6 +90,11 @@ def test_a_problem_no_template_covers_is_a_clear_input_error(tmp_path: Path) -> 
         optimize(path, out_dir=tmp_path / "run", device="cpu")
 
 
+def _measured(ms: float) -> Measurement:
+    return Measurement(median_ms=ms, min_ms=ms, q1_ms=ms, q3_ms=ms, mean_ms=ms, reps=1, host_ms_per_call=ms,
+                       flush_ms=0.0, unexplained_ms_per_call=0.0)
+
+
 @dataclass
 class StubEvaluator:
     """Times candidates from a table instead of a GPU; can run out the budget or raise KeyboardInterrupt."""
@@ -115,7 +121,7 @@ class StubEvaluator:
         self.verify_deadlines.append(deadline)
         return Verdict(status=Status.PASSED, message="stub pass", clean=True, problem="p", candidate=str(candidate.path),
                        problem_sha256="", candidate_sha256="", seed=0, device={"type": "stub"}, tolerance={},
-                       timing={"candidate": {"median_ms": self.times.get(candidate.index, 1.0)}})
+                       timing={"candidate": _measured(self.times.get(candidate.index, 1.0))})
 
 
 def _fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:

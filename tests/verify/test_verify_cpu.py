@@ -41,7 +41,7 @@ def test_honest_triton_softmax_passes_every_trial(run) -> None:
     assert kinds.count("random") >= 5 and "rewrite" in kinds and "repoison" in kinds
     assert {"scaled", "heavy_tailed", "shape"} <= set(kinds)
     assert all(t.status == "ok" for t in verdict.trials), [(t.kind, t.status, t.note) for t in verdict.trials]
-    assert [k["name"] for k in verdict.kernels if k["origin"] == "own"] == ["softmax_kernel"]
+    assert [k.name for k in verdict.kernels if k.origin == "own"] == ["softmax_kernel"]
     assert verdict.timing == {}  # nothing is invented on the CPU
     assert "timing not measured" in verdict.message
     data = json.loads(verdict_json(verdict))
@@ -178,7 +178,7 @@ def test_cuda_cpp_without_a_gpu_is_compiled_inspected_and_unsupported(repo_root:
     build = next(f for f in verdict.findings if f.code == "cuda-build")
     assert build.details["ok"] is True and "sm_90a" in build.message
     # The kernels nvcc produced are in the instruction summary: the float4 path really loads 128 bits.
-    opcodes = {op for k in verdict.instructions for op in (k.get("histogram_by_opcode") or {})}
+    opcodes = {op for k in verdict.instructions for op in k.histogram_by_opcode}
     assert "LDG.E.128" in opcodes or "LDG.E.128.CONSTANT" in opcodes, sorted(opcodes)
 
 

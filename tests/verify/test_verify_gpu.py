@@ -29,11 +29,11 @@ def test_honest_kernel_is_timed_against_eager_with_a_profiled_kernel_list(run) -
     verdict = run("softmax_ok.py")
     assert verdict.status is Status.PASSED, verdict.message
     cand, eager = verdict.timing["candidate"], verdict.timing["eager"]
-    assert cand["reps"] >= 20 and cand["min_ms"] <= cand["median_ms"] <= cand["q3_ms"]
-    assert verdict.speedups["vs_eager"] == pytest.approx(eager["median_ms"] / cand["median_ms"])
-    own = [k for k in verdict.kernels if k["origin"] == "own"]
-    assert own and own[0]["name"].startswith("softmax_kernel") and own[0]["device_time_us"] > 0
-    assert verdict.roofline is not None and verdict.roofline["physical_floor_ms"] > 0
+    assert cand.reps >= 20 and cand.min_ms <= cand.median_ms <= cand.q3_ms
+    assert verdict.speedups["vs_eager"] == pytest.approx(eager.median_ms / cand.median_ms)
+    own = [k for k in verdict.kernels if k.origin == "own"]
+    assert own and own[0].name.startswith("softmax_kernel") and (own[0].device_time_us or 0) > 0
+    assert verdict.roofline is not None and verdict.roofline.physical_floor_ms > 0
 
 
 def test_wrong_kernel_is_incorrect_on_the_gpu(run) -> None:
@@ -60,8 +60,8 @@ def test_cuda_cpp_candidate_builds_runs_and_is_inspected(repo_root: Path) -> Non
     verdict = verify(repo_root / "problems" / "vector_add.py", repo_root / "examples" / "vector_add_cuda.py",
                      VerifyOptions(device="cuda", seed=11, compile_baseline=False))
     assert verdict.status is Status.PASSED, verdict.message
-    own = [k for k in verdict.kernels if k["origin"] == "own"]
-    assert any("add_f32x4_kernel" in k["name"] for k in own), verdict.kernels
-    assert verdict.timing["candidate"]["median_ms"] > 0
-    names = {i.get("name", "") for i in verdict.instructions}
+    own = [k for k in verdict.kernels if k.origin == "own"]
+    assert any("add_f32x4_kernel" in k.name for k in own), verdict.kernels
+    assert verdict.median_ms() > 0
+    names = {i.name for i in verdict.instructions}
     assert any("add_f32x4_kernel" in n for n in names), names

@@ -8,10 +8,14 @@ solution's — or from a failure that left no verdict.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from kernelwright.records import Severity, Status
+
+if TYPE_CHECKING:
+    from kernelwright.inspect.analysis import KernelSummary
+    from kernelwright.verify.records import Verdict
 
 # Row statuses besides the verdict's own (passed, incorrect, rejected, compile_error, runtime_error, timeout,
 # crashed, unsupported):
@@ -24,23 +28,17 @@ BASELINES = ("eager", "compile", "compile_max_autotune")
 BASELINE_LABELS = {"eager": "eager", "compile": "torch.compile", "compile_max_autotune": "max-autotune"}
 
 
-def _median(timing: Mapping[str, Any], name: str) -> float | None:
-    m = timing.get(name) or {}
-    value = m.get("median_ms") if isinstance(m, Mapping) else None
-    return float(value) if value else None
-
-
-def _tensor_classes(instructions: Sequence[Mapping[str, Any]]) -> list[str]:
+def _tensor_classes(instructions: Sequence[KernelSummary]) -> list[str]:
     from kernelwright.inspect.sass import TENSOR_CLASSES, classify
 
-    return sorted({op.split(".")[0] for k in instructions for op in (k.get("histogram_by_opcode") or {})
+    return sorted({op.split(".")[0] for k in instructions for op in k.histogram_by_opcode
                    if classify(op) in TENSOR_CLASSES})
 
 
-def _instruction_mix(instructions: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def _instruction_mix(instructions: Sequence[KernelSummary]) -> dict[str, int]:
     mix: dict[str, int] = {}
     for kernel in instructions:
-        for cls, count in (kernel.get("histogram_by_class") or {}).items():
+        for cls, count in kernel.histogram_by_class.items():
             mix[cls] = mix.get(cls, 0) + int(count)
     return dict(sorted(mix.items(), key=lambda kv: -kv[1]))
 
@@ -53,18 +51,17 @@ def sol_score(reference_ms: float | None, kernel_ms: float | None, floor_ms: flo
     return max(0.0, min(1.0, (reference_ms - kernel_ms) / (reference_ms - floor_ms)))
 
 
-def row_from_verdict(verdict: Any, *, name: str, path: str, mode: str, families: Sequence[str] = (),
+def row_from_verdict(verdict: Verdict, *, name: str, path: str, mode: str, families: Sequence[str] = (),
                      uncovered: str = "", wall_s: float = 0.0, best_py: str | None = None,
                      report_md: str | None = None) -> dict[str, Any]:
-    timing = verdict.timing or {}
-    kernel_ms = _median(timing, "candidate")
-    ms = {"candidate": kernel_ms, **{b: _median(timing, b) for b in BASELINES}}
+    kernel_ms = verdict.median_ms()
+    ms = {"candidate": kernel_ms, **{b: verdict.median_ms(b) for b in BASELINES}}
     speedup = {b: (ms[b] / kernel_ms if ms[b] and kernel_ms else None) for b in BASELINES}
-    roofline = dict(verdict.roofline or {})
-    floor_ms = roofline.get("achievable_floor_ms")
-    flops, nbytes = roofline.get("flops"), roofline.get("bytes")
+    roofline = verdict.roofline
+    floor_ms = roofline.achievable_floor_ms if roofline else None
+    flops, nbytes = (roofline.flops, roofline.bytes) if roofline else (None, None)
     errors = [f for f in verdict.findings if f.severity is Severity.ERROR]
-    matmul_share = (roofline.get("matmul_flops") or 0) / flops if flops else 0.0
+    matmul_share = (roofline.matmul_flops or 0) / flops if roofline and flops else 0.0
     row = {
         "name": name,
         "path": path,
@@ -87,7 +84,7 @@ def row_from_verdict(verdict: Any, *, name: str, path: str, mode: str, families:
         "achieved_tflops": flops / (kernel_ms * 1e9) if flops and kernel_ms else None,
         "achieved_gbs": nbytes / (kernel_ms * 1e6) if nbytes and kernel_ms else None,
         "matmul_dominant": matmul_share >= 0.5,
-        "ceilings": dict(roofline.get("basis") or {}),
+        "ceilings": dict(roofline.basis) if roofline else {},
         "tensor_core": _tensor_classes(verdict.instructions),
         "instruction_mix": _instruction_mix(verdict.instructions),
         "families": list(families),

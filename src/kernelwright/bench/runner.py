@@ -149,7 +149,8 @@ def _verify_options(task: Task) -> dict[str, Any]:
 
 
 def _measured_baselines(verdict: Any, task: Task) -> dict[str, Any]:
-    return {name: m for name, m in (verdict.timing or {}).items()
+    """The baselines this verify timed, as the JSON the baseline cache stores (reused ones are not stored again)."""
+    return {name: m.to_json() for name, m in verdict.timing.items()
             if name != "candidate" and m and name not in task.reuse_baselines}
 
 

@@ -59,6 +59,7 @@ class KernelSummary:
     global_store_bits: Mapping[int, int] = field(default_factory=dict)
     distinctive: Mapping[str, bool] = field(default_factory=dict)  # the arch's distinctive classes -> present?
     ptxas_warnings: tuple[PtxasWarning, ...] = ()
+    launched_as: str | None = None  # the name the candidate launched it by (the verifier's evidence sets it)
 
     @property
     def tensor_core_instructions(self) -> int:
@@ -109,6 +110,7 @@ class KernelSummary:
             "distinctive": dict(self.distinctive),
             "utilisation": self.utilisation,
             "ptxas_warnings": [w.to_json() for w in self.ptxas_warnings],
+            **({"launched_as": self.launched_as} if self.launched_as is not None else {}),
         }
 
     @classmethod
@@ -142,6 +144,7 @@ class KernelSummary:
                 PtxasWarning(code=w.get("code", ""), function=w.get("function", ""), message=w.get("message", ""))
                 for w in data.get("ptxas_warnings") or ()
             ),
+            launched_as=data.get("launched_as"),
         )
 
 

@@ -324,25 +324,24 @@ def _findings_section(verdict: Verdict, title: str, codes: frozenset[str] | None
 
 def _performance_section(verdict: Verdict) -> list[str]:
     lines: list[str] = []
-    timing = verdict.timing or {}
-    cand = timing.get("candidate")
+    cand = verdict.median_ms()
     if cand:
-        parts = [f"candidate {cand['median_ms']:.4f} ms"]
+        parts = [f"candidate {cand:.4f} ms"]
         for key, label in (("eager", "eager"), ("compile", "torch.compile"),
                            ("compile_max_autotune", "torch.compile max-autotune")):
-            m = timing.get(key)
+            m = verdict.median_ms(key)
             if m:
-                parts.append(f"{label} {m['median_ms']:.4f} ms ({m['median_ms'] / cand['median_ms']:.2f}x)")
+                parts.append(f"{label} {m:.4f} ms ({m / cand:.2f}x)")
         lines.append("Timing (median): " + "; ".join(parts) + " — a speedup above 1x means faster than that.")
     elif str(verdict.device.get("type", "")) == "cpu":
         lines.append("Timing: not measured (no GPU here; correctness was checked under the Triton interpreter).")
-    roof = verdict.roofline or {}
+    roof = verdict.roofline
     if roof:
-        text = f"Roofline: {_si(float(roof.get('bytes') or 0), 'B')} moved at least, {_si(float(roof.get('flops') or 0), 'FLOP')}"
-        floor = roof.get("achievable_floor_ms") or roof.get("physical_floor_ms")
+        text = f"Roofline: {_si(roof.bytes, 'B')} moved at least, {_si(roof.flops, 'FLOP')}"
+        floor = roof.achievable_floor_ms or roof.physical_floor_ms
         if floor:
-            which = "measured ceilings" if roof.get("achievable_floor_ms") else "datasheet peaks"
-            text += f"; floor {floor:.4f} ms ({roof.get('bound')}-bound, {which})"
+            which = "measured ceilings" if roof.achievable_floor_ms else "datasheet peaks"
+            text += f"; floor {floor:.4f} ms ({roof.bound}-bound, {which})"
         if verdict.percent_of_floor is not None:
             text += f"; the candidate reaches {verdict.percent_of_floor:.0f}% of the floor (100% = at the floor)"
         lines.append(text + ".")
@@ -363,24 +362,24 @@ def _kernels_lines(verdict: Verdict) -> list[str]:
 def _instruction_lines(verdict: Verdict, limit: int = 4) -> list[str]:
     lines = []
     for s in verdict.instructions[:limit]:
-        name, arch = str(s.get("name") or s.get("launched_as") or "?")[:48], s.get("arch", "?")
-        parts = [f"{s.get('registers', '?')} registers"]
-        if s.get("spill_store_bytes"):
-            parts.append(f"{s['spill_store_bytes']} B spilled")
-        if s.get("shared_bytes"):
-            parts.append(f"{s['shared_bytes']} B shared memory")
-        occ = s.get("occupancy") or {}
+        name, arch = str(s.name or s.launched_as or "?")[:48], s.arch or "?"
+        parts = [f"{s.registers} registers"]
+        if s.spill_store_bytes:
+            parts.append(f"{s.spill_store_bytes} B spilled")
+        if s.shared_bytes:
+            parts.append(f"{s.shared_bytes} B shared memory")
+        occ = s.occupancy or {}
         if occ.get("warps_per_sm") is not None:
             parts.append(f"{occ['warps_per_sm']}/{occ.get('max_warps_per_sm', '?')} warps per SM")
-        classes = s.get("histogram_by_class") or {}
+        classes = s.histogram_by_class
         tensor = [f"{c} {classes[c]}" for c in ("tcgen05", "wgmma", "mma") if classes.get(c)]
-        mma_types = s.get("mma_types") or {}
+        mma_types = s.mma_types
         types = f" ({', '.join(mma_types)} operands)" if mma_types else ""
         parts.append(f"tensor cores: {', '.join(tensor)}{types}" if tensor else "no tensor-core instructions")
         movers = [f"{c} {classes[c]}" for c in ("tma", "cp_async", "ldmatrix", "setmaxnreg") if classes.get(c)]
         if movers:
             parts.append(", ".join(movers))
-        loads = s.get("global_load_bits") or {}
+        loads = s.global_load_bits
         if loads:
             widths = sorted(loads.items(), key=lambda kv: -int(kv[0]))
             parts.append("global loads " + ", ".join(f"{b}-bit x{n}" for b, n in widths))

@@ -61,7 +61,7 @@ def choose_stage(best: Attempt | None) -> str:
     traits = verdict.traits
     if traits is not None and traits.dominant in TENSOR_DOMINANT:
         return "instructions"
-    if traits is None and (verdict.roofline or {}).get("bound") == "compute":
+    if traits is None and verdict.roofline is not None and verdict.roofline.bound == "compute":
         return "instructions"
     percent = verdict.percent_of_floor
     if percent is None or percent < MEMORY_TARGET_PERCENT:
@@ -74,14 +74,14 @@ def choose_stage(best: Attempt | None) -> str:
 def _progress(verdict: Verdict | None) -> str:
     if verdict is None:
         return ""
-    cand = (verdict.timing or {}).get("candidate")
-    floor = (verdict.roofline or {}).get("achievable_floor_ms")
+    cand = verdict.median_ms()
+    floor = verdict.roofline.achievable_floor_ms if verdict.roofline is not None else None
     if cand and verdict.percent_of_floor is not None and floor:
-        return (f", at {verdict.percent_of_floor:.0f}% of its achievable roofline floor ({cand['median_ms']:.4f} ms "
+        return (f", at {verdict.percent_of_floor:.0f}% of its achievable roofline floor ({cand:.4f} ms "
                 f"against {floor:.4f} ms)")
     if cand:
         speed = verdict.speedups.get("vs_compile_max_autotune") or verdict.speedups.get("vs_compile")
-        return f" and runs in {cand['median_ms']:.4f} ms" + (f" ({speed:.2f}x torch.compile)" if speed else "")
+        return f" and runs in {cand:.4f} ms" + (f" ({speed:.2f}x torch.compile)" if speed else "")
     return " (its speed was not measured: no GPU here)"
 
 
@@ -233,8 +233,8 @@ def build_crossover_messages(a: Attempt, b: Attempt, *, problem_source: str, pro
 
 
 def _median_ms(attempt: Attempt) -> float:
-    cand = (attempt.verdict.timing or {}).get("candidate") if attempt.verdict else None
-    return float(cand["median_ms"]) if cand else math.inf
+    cand = attempt.verdict.median_ms() if attempt.verdict else None
+    return float(cand) if cand else math.inf
 
 
 def _faster(a: Attempt, b: Attempt) -> bool:

@@ -109,7 +109,7 @@ class _RunRecord:
                    "elapsed_s": round(result.elapsed_s, 1),
                    "best_candidate_id": self.ids.get(best.candidate.index) if best else None,
                    "best_status": str(verdict.status) if verdict else (best.status if best else None),
-                   "best_ms": (verdict.timing.get("candidate") or {}).get("median_ms") if verdict else None,
+                   "best_ms": verdict.median_ms() if verdict else None,
                    "uncovered": result.plan.describe()[-1] if result.plan.uncovered else ""}
         self._guard("the run's end", lambda: self.db.finish_run(
             self.run_id, "interrupted" if result.interrupted else "finished", summary))
@@ -250,9 +250,9 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
             outcomes[finalist.candidate.index] = replace(finalist, status=str(verdict.status), verdict=verdict)
             record.outcome(outcomes[finalist.candidate.index])
             progress.verified += 1
-            progress.baseline_ms = (verdict.timing.get("eager") or {}).get("median_ms") or progress.baseline_ms
+            progress.baseline_ms = verdict.median_ms("eager") or progress.baseline_ms
             # The line ends on the verdict, not on "(verifying ...)": the verified median replaces the tuner's.
-            progress.best_ms = (verdict.timing.get("candidate") or {}).get("median_ms") or progress.best_ms
+            progress.best_ms = verdict.median_ms() or progress.best_ms
             progress.note = f"(c{finalist.candidate.index:03d} {verdict.status}" + (
                 "; not timed: no GPU)" if not evaluator.timed else ")")
             if verdict.passed:
@@ -275,7 +275,7 @@ def _best(outcomes: Iterable[Outcome]) -> Outcome | None:
     outcomes = list(outcomes)
     passed = [o for o in outcomes if o.verdict is not None and o.verdict.passed]
     if passed:
-        return min(passed, key=lambda o: (o.verdict.timing.get("candidate") or {}).get("median_ms", float("inf")))
+        return min(passed, key=lambda o: o.verdict.median_ms() or float("inf"))
     timed = [o for o in outcomes if o.median_ms is not None]
     if timed:
         return min(timed, key=lambda o: o.median_ms or 0.0)

@@ -20,14 +20,14 @@ def _config_text(configs: tuple) -> str:
 
 def _timing_table(v: Verdict) -> list[str]:
     """The winner against eager and torch.compile, side by side, and its share of the roofline floor."""
-    cand = (v.timing.get("candidate") or {}).get("median_ms")
+    cand = v.median_ms()
     lines = ["", "| | median ms | speedup |", "|---|---|---|"]
     for key, label in (("candidate", "kernelwright"), ("eager", "eager PyTorch"),
                        ("compile", "torch.compile"), ("compile_max_autotune", "torch.compile max-autotune")):
-        m = v.timing.get(key)
+        m = v.median_ms(key)
         if m:
-            speed = "" if key == "candidate" or not cand else f"{m['median_ms'] / cand:.2f}x"
-            lines.append(f"| {label} | {m['median_ms']:.4f} | {speed} |")
+            speed = "" if key == "candidate" or not cand else f"{m / cand:.2f}x"
+            lines.append(f"| {label} | {m:.4f} | {speed} |")
     if v.percent_of_floor is not None:
         lines.append(f"\nAt {v.percent_of_floor:.0f}% of the achievable roofline floor.")
     return lines
@@ -43,7 +43,7 @@ def write_outputs(result: OptimizeResult) -> None:
                          "file"])
         families = ",".join(g.family for g in result.plan.groups)
         for o in result.outcomes:
-            verdict_ms = (o.verdict.timing.get("candidate") or {}).get("median_ms") if o.verdict else None
+            verdict_ms = o.verdict.median_ms() if o.verdict else None
             writer.writerow([
                 f"c{o.candidate.index:03d}", o.candidate.label, families, _config_text(o.candidate.configs),
                 o.status, o.median_ms if o.median_ms is not None else (verdict_ms or ""),
@@ -106,11 +106,11 @@ def render_report(result: OptimizeResult) -> str:
         if v.instructions:
             lines += ["", "## Instructions", ""]
             for k in v.instructions:
-                classes = ", ".join(f"{c} {n}" for c, n in sorted((k.get("histogram_by_class") or {}).items(),
+                classes = ", ".join(f"{c} {n}" for c, n in sorted(k.histogram_by_class.items(),
                                                                    key=lambda kv: -kv[1])[:6])
-                used = [c for c, on in (k.get("distinctive") or {}).items() if on]
-                lines.append(f"- `{k.get('name')}` ({k.get('arch')}): {k.get('registers')} registers, "
-                             f"{k.get('spill_store_bytes') or 0} B spilled; {classes}; distinctive classes used: "
+                used = [c for c, on in k.distinctive.items() if on]
+                lines.append(f"- `{k.name}` ({k.arch}): {k.registers} registers, "
+                             f"{k.spill_store_bytes or 0} B spilled; {classes}; distinctive classes used: "
                              f"{', '.join(used) or 'none'}")
         if v.findings:
             lines += ["", "## Findings", ""]

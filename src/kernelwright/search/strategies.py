@@ -57,7 +57,7 @@ class Entry:
     def median_ms(self) -> float | None:
         if not self.passed:
             return None
-        return (self.verdict.timing.get("candidate") or {}).get("median_ms")
+        return self.verdict.median_ms()
 
     @property
     def speedup_vs_eager(self) -> float | None:

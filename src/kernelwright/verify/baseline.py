@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, short_traceback
-from kernelwright.isolation.protocol import BaselineResult, BaselineSpec, Ceilings, Note
+from kernelwright.isolation.protocol import BaselineResult, BaselineSpec, Ceilings, Measurement, Note
 from kernelwright.verify import runtime
 
 if TYPE_CHECKING:
@@ -92,12 +92,14 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
 
 
 # -- the parent's side ------------------------------------------------------------------------------------------
-def plan_baselines(opts: Any, judge: Any) -> tuple[list[str], dict[str, Any]]:
-    """(the baselines to time, those reused from ``opts.reuse_baselines``); a note in ``judge`` for the reused."""
+def plan_baselines(opts: Any, judge: Any) -> tuple[list[str], dict[str, Measurement]]:
+    """(the baselines to time, those reused from ``opts.reuse_baselines`` — a measurement's JSON or the record);
+    a note in ``judge`` for the reused."""
     variants = ["eager"]
     if opts.compile_baseline:
         variants += [m for m in COMPILE_MODES if opts.compile_modes is None or m in opts.compile_modes]
-    reused = {name: m for name, m in (opts.reuse_baselines or {}).items() if name in variants and m}
+    reused = {name: Measurement.from_json(m) for name, m in (opts.reuse_baselines or {}).items()
+              if name in variants and m}
     if reused:
         from kernelwright.records import Severity
 
@@ -107,14 +109,14 @@ def plan_baselines(opts: Any, judge: Any) -> tuple[list[str], dict[str, Any]]:
     return [v for v in variants if v not in reused], reused
 
 
-def collect_baselines(run: ChildRun, reused: dict[str, Any], judge: Any, *,
-                      budget_cut: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def collect_baselines(run: ChildRun, reused: dict[str, Measurement], judge: Any, *,
+                      budget_cut: bool) -> tuple[dict[str, Measurement | None], dict[str, Any] | None]:
     """(the baselines' measurements by name, the device's ceilings if the job reported them)."""
     from kernelwright.records import Severity
 
-    found: dict[str, Any] = dict(reused)
+    found: dict[str, Measurement | None] = dict(reused)
     for result in run.reports(BaselineResult):
-        found[result.name] = result.measurement.to_json() if result.measurement else None
+        found[result.name] = result.measurement
         if result.error:
             judge.add("baseline-failed", f"{result.name} baseline failed: {result.error}", Severity.NOTE)
     if not run.finished and budget_cut:

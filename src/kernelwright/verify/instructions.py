@@ -6,15 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelwright.isolation.process import ChildRun
 from kernelwright.records import ProblemTraits, Severity
 from kernelwright.verify.findings import Judge
 
+if TYPE_CHECKING:
+    from kernelwright.inspect.analysis import KernelSummary
+
 
 def instruction_evidence(run: ChildRun, *, native: str | None, traits: ProblemTraits | None,
-                         judge: Judge) -> list[dict[str, Any]]:
+                         judge: Judge) -> list[KernelSummary]:
     """The instruction summaries of what the candidate's child compiled or built (cubins cross-compiled for the
     archs asked for, CUDA extensions disassembled for the GPU's own arch), with the expectations' findings added to
     ``judge``."""
@@ -30,7 +33,7 @@ def instruction_evidence(run: ChildRun, *, native: str | None, traits: ProblemTr
         judge.add("inspection-unavailable", f"instruction analysis unavailable: {exc}", Severity.NOTE)
         return []
     summaries_by_arch: dict[str, list[Any]] = {}
-    out: list[dict[str, Any]] = []
+    out: list[KernelSummary] = []
     for message in binaries:
         try:
             found = analyze_binary(message["path"], arch=native)
@@ -40,9 +43,7 @@ def instruction_evidence(run: ChildRun, *, native: str | None, traits: ProblemTr
             continue
         for summary in found:
             summaries_by_arch.setdefault(native or "unknown", []).append(summary)
-            data = summary.to_json()
-            data.setdefault("launched_as", f"{message.get('name')} (CUDA extension)")
-            out.append(data)
+            out.append(replace(summary, launched_as=summary.launched_as or f"{message.get('name')} (CUDA extension)"))
     for message in cubins:
         arch = message["arch"]
         if arch == "native":
@@ -66,9 +67,7 @@ def instruction_evidence(run: ChildRun, *, native: str | None, traits: ProblemTr
                 # No ptxas log for a kernel Triton compiled at run time; its n_spills counts 4-byte words.
                 summary = replace(summary, spill_store_bytes=4 * int(message["n_spills"]))
             summaries_by_arch.setdefault(arch or "unknown", []).append(summary)
-            data = summary.to_json()
-            data.setdefault("launched_as", message.get("name") or summary.name)
-            out.append(data)
+            out.append(replace(summary, launched_as=summary.launched_as or message.get("name") or summary.name))
     if traits is not None:
         several = len(summaries_by_arch) > 1
         for arch, summaries in summaries_by_arch.items():

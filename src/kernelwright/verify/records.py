@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelwright.inspect.analysis import KernelSummary
+from kernelwright.isolation.protocol import KernelRecord, Measurement
 from kernelwright.records import DEFAULT_POLICY, Finding, Policy, ProblemTraits, Severity, Status
 from kernelwright.verify.compare import REFERENCE
+from kernelwright.verify.roofline import Roofline
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,13 +84,14 @@ class Verdict:
     tolerance: Mapping[str, Any]
     trials: tuple[TrialOutcome, ...] = ()
     findings: tuple[Finding, ...] = ()
-    timing: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # name -> Measurement json
+    # "candidate", "eager", "compile", "compile_max_autotune" -> the measurement (None: that baseline failed)
+    timing: Mapping[str, Measurement | None] = field(default_factory=dict)
     speedups: Mapping[str, float] = field(default_factory=dict)  # "vs_eager", "vs_compile", ...
-    roofline: Mapping[str, Any] | None = None
+    roofline: Roofline | None = None
     percent_of_floor: float | None = None
     traits: ProblemTraits | None = None
-    kernels: tuple[Mapping[str, Any], ...] = ()
-    instructions: tuple[Mapping[str, Any], ...] = ()
+    kernels: tuple[KernelRecord, ...] = ()  # what the profiled call ran, own and library
+    instructions: tuple[KernelSummary, ...] = ()  # the candidate's kernels' SASS, per arch
     stderr_tail: str = ""
     duration_s: float = 0.0
     kernelwright_version: str = ""
@@ -97,6 +101,12 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.status is Status.PASSED
+
+    def median_ms(self, name: str = "candidate") -> float | None:
+        """The median of one timed thing ("candidate", "eager", "compile", "compile_max_autotune"); None where it
+        was not timed or failed."""
+        m = self.timing.get(name)
+        return m.median_ms if m is not None else None
 
     def findings_of(self, severity: Severity) -> list[Finding]:
         return [f for f in self.findings if f.severity is severity]
@@ -118,13 +128,13 @@ class Verdict:
             "tolerance": dict(self.tolerance),
             "findings": [f.to_json() for f in self.findings],
             "trials": [t.to_json() for t in self.trials],
-            "timing": {k: (dict(v) if v else None) for k, v in self.timing.items()},
+            "timing": {k: (v.to_json() if v else None) for k, v in self.timing.items()},
             "speedups": dict(self.speedups),
-            "roofline": dict(self.roofline) if self.roofline else None,
+            "roofline": self.roofline.to_json() if self.roofline else None,
             "percent_of_floor": self.percent_of_floor,
             "traits": self.traits.to_json() if self.traits else None,
-            "kernels": [dict(k) for k in self.kernels],
-            "instructions": [dict(i) for i in self.instructions],
+            "kernels": [k.to_json() for k in self.kernels],
+            "instructions": [i.to_json() for i in self.instructions],
             "stderr_tail": self.stderr_tail,
             "duration_s": self.duration_s,
             "kernelwright_version": self.kernelwright_version,
@@ -149,13 +159,13 @@ class Verdict:
             tolerance=dict(data.get("tolerance") or {}),
             trials=tuple(TrialOutcome.from_json(t) for t in data.get("trials", ())),
             findings=tuple(Finding.from_json(f) for f in data.get("findings", ())),
-            timing=dict(data.get("timing") or {}),
+            timing={k: Measurement.from_json(v) if v else None for k, v in (data.get("timing") or {}).items()},
             speedups=dict(data.get("speedups") or {}),
-            roofline=data.get("roofline"),
+            roofline=Roofline.from_json(data["roofline"]) if data.get("roofline") else None,
             percent_of_floor=data.get("percent_of_floor"),
             traits=ProblemTraits.from_json(traits) if traits else None,
-            kernels=tuple(data.get("kernels", ())),
-            instructions=tuple(data.get("instructions", ())),
+            kernels=tuple(KernelRecord.from_json(k) for k in data.get("kernels", ())),
+            instructions=tuple(KernelSummary.from_json(i) for i in data.get("instructions", ())),
             stderr_tail=data.get("stderr_tail", ""),
             duration_s=float(data.get("duration_s", 0.0)),
             kernelwright_version=data.get("kernelwright_version", ""),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kernelwright.inspect.analysis import KernelSummary
+from kernelwright.isolation.protocol import KernelRecord
 from kernelwright.records import Status
 from kernelwright.verify.records import Verdict
 
@@ -90,7 +92,7 @@ def render(verdict: Verdict) -> str:
 
     if verdict.timing:
         lines.append(f"{'timing':<12} {'':<22}{'median ms':>10} {'min ms':>9} {'IQR ms':>8} {'reps':>6} {'speedup':>8}")
-        cand = (verdict.timing.get("candidate") or {}).get("median_ms")
+        cand = verdict.median_ms()
         for key, label in _TIMING_ROWS:
             m = verdict.timing.get(key)
             if m is None and key not in verdict.timing:
@@ -98,9 +100,9 @@ def render(verdict: Verdict) -> str:
             if m is None:
                 lines.append(f"{'':<12} {label:<22}{'failed':>10}")
                 continue
-            speedup = "" if key == "candidate" or not cand else f"{m['median_ms'] / cand:.3g}x"
-            lines.append(f"{'':<12} {label:<22}{_fmt_ms(m['median_ms']):>10} {_fmt_ms(m['min_ms']):>9} "
-                         f"{m['q3_ms'] - m['q1_ms']:>8.4f} {m['reps']:>6} {speedup:>8}")
+            speedup = "" if key == "candidate" or not cand else f"{m.median_ms / cand:.3g}x"
+            lines.append(f"{'':<12} {label:<22}{_fmt_ms(m.median_ms):>10} {_fmt_ms(m.min_ms):>9} "
+                         f"{m.iqr_ms:>8.4f} {m.reps:>6} {speedup:>8}")
     elif verdict.device.get("type") == "cpu":
         how = ("its CUDA C++ was compiled for inspection, not run" if verdict.status is Status.UNSUPPORTED
                else "correctness was checked under the Triton interpreter")
@@ -108,11 +110,11 @@ def render(verdict: Verdict) -> str:
 
     if verdict.roofline:
         r = verdict.roofline
-        floor = r.get("achievable_floor_ms") or r.get("physical_floor_ms")
-        which = "measured ceilings" if r.get("achievable_floor_ms") else "datasheet peaks"
-        text = f"{_si(r['bytes'], 'B')}, {_si(r['flops'], 'FLOP')}"
+        floor = r.achievable_floor_ms or r.physical_floor_ms
+        which = "measured ceilings" if r.achievable_floor_ms else "datasheet peaks"
+        text = f"{_si(r.bytes, 'B')}, {_si(r.flops, 'FLOP')}"
         if floor:
-            text += f"; floor {floor:.4f} ms ({r['bound']}-bound, {which})"
+            text += f"; floor {floor:.4f} ms ({r.bound}-bound, {which})"
         if verdict.percent_of_floor is not None:
             text += f"; candidate at {verdict.percent_of_floor:.0f}% of floor"
         lines.append(f"{'roofline':<12} {text}")
@@ -136,18 +138,18 @@ def render(verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
-def _instruction_line(summary: dict[str, Any]) -> str:
-    name = summary.get("name") or summary.get("launched_as", "?")
-    arch = summary.get("arch", "?")
-    parts = [f"{str(name)[:40]} ({arch})"]
-    for key, label in (("registers", "regs"), ("spill_bytes", "spill B"), ("shared_bytes", "smem B")):
-        if summary.get(key) is not None:
-            parts.append(f"{summary[key]} {label}")
-    classes = summary.get("histogram_by_class") or {}
+def _instruction_line(summary: KernelSummary) -> str:
+    name = summary.name or summary.launched_as or "?"
+    arch = summary.arch or "?"
+    parts = [f"{str(name)[:40]} ({arch})", f"{summary.registers} regs"]
+    if summary.spilled is not None:  # known only from a ptxas log or Triton's count
+        parts.append(f"{(summary.spill_store_bytes or 0) + (summary.spill_load_bytes or 0)} spill B")
+    parts.append(f"{summary.shared_bytes} smem B")
+    classes = summary.histogram_by_class
     if classes:
         top = sorted(classes.items(), key=lambda kv: -kv[1])[:5]
         parts.append(", ".join(f"{k} {v}" for k, v in top))
-    distinctive = summary.get("distinctive") or {}
+    distinctive = summary.distinctive
     if distinctive:
         used = [k for k, v in distinctive.items() if v]
         parts.append(f"uses {', '.join(used) if used else 'none'} of {len(distinctive)} distinctive {arch} classes")
@@ -157,16 +159,16 @@ def _instruction_line(summary: dict[str, Any]) -> str:
 def kernel_groups(verdict: Verdict) -> tuple[str, str]:
     """The kernels a candidate launched, as two short lists (its own; the libraries'): name, launches, share of
     device time; at most four each."""
-    total = sum(k.get("device_time_us") or 0 for k in verdict.kernels)
+    total = sum(k.device_time_us or 0 for k in verdict.kernels)
 
-    def show(group: list[Any]) -> str:
+    def show(group: list[KernelRecord]) -> str:
         if not group:
             return "none"
         items = []
         for k in group[:4]:
-            share = f", {100 * (k.get('device_time_us') or 0) / total:.0f}% of device time" if total else ""
-            items.append(f"{str(k.get('name', '?'))[:48]} x{k.get('launches', '?')}{share}")
+            share = f", {100 * (k.device_time_us or 0) / total:.0f}% of device time" if total else ""
+            items.append(f"{k.name[:48]} x{k.launches}{share}")
         return "; ".join(items) + (f"; +{len(group) - 4} more" if len(group) > 4 else "")
 
-    return (show([k for k in verdict.kernels if k.get("origin") == "own"]),
-            show([k for k in verdict.kernels if k.get("origin") != "own"]))
+    return (show([k for k in verdict.kernels if k.origin == "own"]),
+            show([k for k in verdict.kernels if k.origin != "own"]))

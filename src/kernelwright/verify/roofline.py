@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelwright.records import DEFAULT_POLICY, Policy, ProblemTraits
+
+if TYPE_CHECKING:
+    from kernelwright.isolation.protocol import Measurement
 
 _ATTENTION_HINTS = ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")
 _FREE_OPS = (
@@ -226,6 +229,12 @@ class Roofline:
             "basis": dict(self.basis),
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Roofline:
+        return cls(bytes=float(data["bytes"]), flops=float(data["flops"]), matmul_flops=float(data["matmul_flops"]),
+                   achievable_floor_ms=data.get("achievable_floor_ms"), physical_floor_ms=data.get("physical_floor_ms"),
+                   bound=str(data["bound"]), basis=dict(data.get("basis") or {}))
+
 
 def _matmul_ms(flops_by_dtype: Mapping[str, float], rates: Mapping[str, float], *, fp32_key: str,
                fp32_divisor: float = 1.0) -> float | None:
@@ -280,9 +289,9 @@ def floors(work: WorkCount, *, peak_bandwidth_gbs: float | None, peak_tflops: Ma
     )
 
 
-def place(work: WorkCount, timing: Mapping[str, Any], *, device: str, device_name: Any,
-          ceilings: Mapping[str, Any], allow_tf32: bool, judge: Any) -> tuple[dict[str, Any], float | None]:
-    """The candidate on the roofline: (the floors as JSON, % of the achievable floor). Adds to ``judge`` a
+def place(work: WorkCount, timing: Mapping[str, Measurement | None], *, device: str, device_name: Any,
+          ceilings: Mapping[str, Any], allow_tf32: bool, judge: Any) -> tuple[Roofline, float | None]:
+    """The candidate on the roofline: (the floors, % of the achievable floor). Adds to ``judge`` a
     ``beyond-roofline`` finding for a time the hardware cannot reach, and a ``redundant-reference`` note when
     torch.compile runs the reference far faster than eager (the speedup over eager then overstates the kernel)."""
     from kernelwright.records import Severity
@@ -299,17 +308,17 @@ def place(work: WorkCount, timing: Mapping[str, Any], *, device: str, device_nam
     roof = floors(work, peak_bandwidth_gbs=peak_bw, peak_tflops=peak, copy_gbs=ceilings.get("copy_gbs"),
                   measured_tflops=ceilings.get("matmul_tflops"), allow_tf32=allow_tf32)
     cand = timing.get("candidate")
-    percent = roof.percent_of_floor(cand["median_ms"]) if cand else None
-    if cand and roof.physical_floor_ms and cand["median_ms"] < 0.9 * roof.physical_floor_ms:
+    percent = roof.percent_of_floor(cand.median_ms) if cand else None
+    if cand and roof.physical_floor_ms and cand.median_ms < 0.9 * roof.physical_floor_ms:
         judge.add("beyond-roofline",
-                  f"measured {cand['median_ms']:.4f} ms is faster than the hardware allows: the physical "
+                  f"measured {cand.median_ms:.4f} ms is faster than the hardware allows: the physical "
                   f"floor is {roof.physical_floor_ms:.4f} ms ({roof.bytes / 1e6:.1f} MB, "
                   f"{roof.matmul_flops / 1e9:.1f} GFLOP matmul at datasheet peaks)",
-                  physical_floor_ms=roof.physical_floor_ms, median_ms=cand["median_ms"])
+                  physical_floor_ms=roof.physical_floor_ms, median_ms=cand.median_ms)
     eager, compiled = timing.get("eager"), timing.get("compile_max_autotune") or timing.get("compile")
-    if eager and compiled and compiled["median_ms"] > 0 and eager["median_ms"] / compiled["median_ms"] >= 2.0:
+    if eager and compiled and compiled.median_ms > 0 and eager.median_ms / compiled.median_ms >= 2.0:
         judge.add("redundant-reference",
-                  f"torch.compile runs the reference {eager['median_ms'] / compiled['median_ms']:.1f}x "
+                  f"torch.compile runs the reference {eager.median_ms / compiled.median_ms:.1f}x "
                   "faster than eager: the speedup over eager overstates the kernel; compare with "
                   "torch.compile", Severity.NOTE)
-    return roof.to_json(), percent
+    return roof, percent

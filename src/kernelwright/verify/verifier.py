@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelwright import __version__
 from kernelwright.config import config
@@ -40,6 +40,10 @@ from kernelwright.verify.findings import (
 from kernelwright.verify.instructions import instruction_evidence, native_arch
 from kernelwright.verify.launches import trials_without_own
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
+
+if TYPE_CHECKING:
+    from kernelwright.inspect.analysis import KernelSummary
+    from kernelwright.verify.roofline import Roofline
 
 log = logging.getLogger(__name__)
 
@@ -190,11 +194,11 @@ class _Verification:
         with self._phase("judging"):  # loading every output and comparing it with the float64 reference
             judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
             self._judge_kernels(cand)
-        timing: dict[str, Any] = {}
+        timing: dict[str, protocol.Measurement | None] = {}
         timed = cand.report(protocol.TimingResult) if self.expects_timing else None  # else the candidate wrote it
         if failure is None and timed:
             m = timed.measurement
-            timing["candidate"] = m.to_json()
+            timing["candidate"] = m
             if timed.side_stream:
                 self.judge.add("side-stream",
                                f"work the timed stream did not see: {m.unexplained_ms_per_call:.3f} ms per call "
@@ -610,11 +614,11 @@ class _Verification:
         return any(f.code in INTEGRITY_CODES and f.severity is Severity.ERROR for f in self.judge.findings)
 
     # -- instruction evidence -----------------------------------------------------------------------------------
-    def _instructions(self, run: ChildRun) -> list[dict[str, Any]]:
+    def _instructions(self, run: ChildRun) -> list[KernelSummary]:
         return instruction_evidence(run, native=native_arch(self.device_facts), traits=self.traits, judge=self.judge)
 
     # -- baselines and roofline ---------------------------------------------------------------------------------
-    def _baselines(self) -> dict[str, Any]:
+    def _baselines(self) -> dict[str, protocol.Measurement | None]:
         from kernelwright.verify.baseline import cached_ceilings, collect_baselines, plan_baselines
 
         n_sets = min(int(config.input_sets), sum(1 for t in self.plan if t.kind == trials.RANDOM))
@@ -631,7 +635,7 @@ class _Verification:
         self.ceilings = ceilings or self.ceilings
         return found
 
-    def _roofline(self, timing: dict[str, Any]) -> tuple[dict[str, Any] | None, float | None]:
+    def _roofline(self, timing: dict[str, protocol.Measurement | None]) -> tuple[Roofline | None, float | None]:
         if self.work is None:
             return None, None
         from kernelwright.verify.roofline import place
@@ -653,9 +657,9 @@ class _Verification:
                            decoys=found)
 
     # -- verdict ------------------------------------------------------------------------------------------------
-    def _verdict(self, failure: tuple[Status, str] | None, run: ChildRun, timing: dict[str, Any],
-                 roofline: dict[str, Any] | None, percent: float | None,
-                 instructions: list[dict[str, Any]]) -> Verdict:
+    def _verdict(self, failure: tuple[Status, str] | None, run: ChildRun,
+                 timing: dict[str, protocol.Measurement | None], roofline: Roofline | None, percent: float | None,
+                 instructions: list[KernelSummary]) -> Verdict:
         findings = self.judge.findings
         errors = sorted((f for f in findings if f.severity is Severity.ERROR), key=headline_rank)
         integrity = [f for f in errors if f.code in INTEGRITY_CODES and not f.details.get("imprecision")]
@@ -672,10 +676,10 @@ class _Verification:
         if cand:
             for name in ("eager", "compile", "compile_max_autotune"):
                 other = timing.get(name)
-                if other and cand["median_ms"] > 0:
-                    speedups[f"vs_{name}"] = other["median_ms"] / cand["median_ms"]
+                if other and cand.median_ms > 0:
+                    speedups[f"vs_{name}"] = other.median_ms / cand.median_ms
         if status is Status.PASSED and cand:
-            message = f"correct on every trial; {cand['median_ms']:.4f} ms"
+            message = f"correct on every trial; {cand.median_ms:.4f} ms"
             if "vs_eager" in speedups:
                 message += f", {speedups['vs_eager']:.2f}x eager"
             best = speedups.get("vs_compile_max_autotune") or speedups.get("vs_compile")
@@ -701,7 +705,7 @@ class _Verification:
             roofline=roofline,
             percent_of_floor=percent,
             traits=self.traits,
-            kernels=tuple(k.to_json() for k in self.kernels),
+            kernels=tuple(self.kernels),
             instructions=tuple(instructions),
             stderr_tail=run.stderr_tail if status is not Status.PASSED else "",
             phases=dict(self.phases),
