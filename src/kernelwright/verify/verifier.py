@@ -471,33 +471,14 @@ class _Verification:
         return random_ok and not self.judge.has("output-structure")
 
     def _judge_state(self, run: ChildRun) -> bool:
-        """The module state the problem's forward changes (a training-mode batch norm's running statistics): after
-        the first trial, the candidate's buffers of those names must hold what the reference's hold. False (and a
-        ``module-state`` finding) where one is missing or differs."""
+        """The module state the problem's forward changes must be the reference's after the first trial (verify/
+        state.py); False, with a ``module-state`` finding, where it is not."""
         weights = run.report(protocol.Weights)
         if not self.ref_state or weights is None or not weights.source.startswith("copied"):
             return True  # nothing changes, or the candidate's own weights (its state is its own): not comparable
-        import torch
+        from kernelwright.verify.state import state_problems
 
-        try:
-            ours = torch.load(self.out / trials.STATE_FILE, map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - a missing or unreadable file is the candidate's
-            ours = None
-            problem = f"its buffers after the first trial could not be read back ({type(exc).__name__})"
-        wrong = []
-        for name, want in self.ref_state.items():
-            got = ours.get(name) if isinstance(ours, dict) else None
-            if ours is None:
-                wrong.append(problem)
-                break
-            if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-                wrong.append(f"{name} is {'missing' if got is None else 'of another shape'}")
-            elif want.is_floating_point():
-                result = self._compare(got.to(want.dtype), want, None)
-                if not result.ok:
-                    wrong.append(f"{name}: {result.reason}")
-            elif not torch.equal(got, want):
-                wrong.append(f"{name} is {got.flatten()[:4].tolist()}, the reference's {want.flatten()[:4].tolist()}")
+        wrong = state_problems(self.ref_state, self.out / trials.STATE_FILE, lambda g, e: self._compare(g, e, None))
         if wrong:
             self.judge.add("module-state", "after the first trial the module's state differs from the reference's: "
                            + "; ".join(wrong[:3]), buffers=sorted(self.ref_state))

@@ -69,3 +69,38 @@ class Spatial:
     def dims(self) -> range:
         """The output's spatial dimensions (after image and channel)."""
         return range(2, 2 + self.rank)
+
+
+def gemm_k_loop(sp: Spatial, x: str, weight: str, *, grouped: bool, dot: str, count: str, comment: Sequence[str],
+                tap_lines: Sequence[str]) -> list[str]:
+    """The implicit GEMM's K loop, direct or transposed: ``count`` taps (``tap_lines`` set the tap's filter
+    coordinates and the input coordinates it reads) times the (group's) input channels ``BLOCK_K`` at a time, one
+    flat loop so the compiler pipelines every step; the patch gathered with masks for padding and range."""
+    c_in = "c_in_g" if grouped else "c_in"
+    if grouped:
+        lines = ["img_start = img * sx_n + grp * c_in_g * sx_c  # the image's first channel of the group"]
+    else:
+        lines = ["img_start = img * sx_n"]
+    inside = " & ".join(f"({c} >= 0) & ({c} < {n})" for c, n in zip(sp.in_coords, sp.sizes))
+    patch = " + ".join(f"{c} * {st}" for c, st in zip(sp.in_coords, sp.x_strides))
+    taps = " + ".join(f"{k} * {st}" for k, st in zip(sp.taps, sp.w_strides))
+    lines += [
+        "offs_k = tl.arange(0, BLOCK_K)",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        f"c_blocks = tl.cdiv({c_in}, BLOCK_K)",
+        *comment,
+        f"for step in range(0, {count} * c_blocks):",
+        "    tap = step // c_blocks",
+        "    c0 = (step % c_blocks) * BLOCK_K",
+        *(f"    {line}" for line in tap_lines),
+        f"    inside = m_mask & {inside}",
+        "    chans = c0 + offs_k",
+        f"    c_mask = chans < {c_in}",
+        f"    a = tl.load(in_{x} + (img_start + {patch})[:, None] + chans[None, :] * sx_c,",
+        "                mask=inside[:, None] & c_mask[None, :], other=0)",
+        f"    b = tl.load(in_{weight} + ({taps}) + chans[:, None] * sw_c + offs_n[None, :] * sw_o,",
+        "                mask=c_mask[:, None] & n_mask[None, :], other=0)",
+        f"    {dot}",
+    ]
+    return lines
+

@@ -16,59 +16,52 @@ B layout (``[*taps, C_in / groups, C_out]``), so the loads of B and the epilogue
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from kernelwright.generate.families.base import affine
-from kernelwright.generate.families.conv.spatial import unflatten
-
-if TYPE_CHECKING:
-    from kernelwright.generate.families.conv.writing import _Renderer
+from kernelwright.generate.families.conv.matching import Roles
+from kernelwright.generate.families.conv.spatial import Spatial, gemm_k_loop, unflatten
 
 
-def _steps(renderer: _Renderer) -> list[int]:
+def _steps(r: Roles) -> list[int]:
     """Per dimension, the distance between two taps of one phase."""
-    r = renderer.roles
     return [s // math.gcd(s, d) for s, d in zip(r.stride, r.dilation)]
 
 
-def phase_sizes(renderer: _Renderer) -> list[str]:
+def phase_sizes(r: Roles, sp: Spatial) -> list[str]:
     """The launcher's expressions for one phase's output sizes (the largest phase's: the first)."""
-    sp, r = renderer.spatial, renderer.roles
     return [out if s == 1 else f"triton.cdiv({out}, {s})" for out, s in zip(sp.out_names, r.stride)]
 
 
-def transposed_weight_line(renderer: _Renderer) -> str:
+def transposed_weight_line(r: Roles, sp: Spatial) -> str:
     """The launcher's line that lays the filter out as the direct kernel's B: ``[*taps, C_in / groups, C_out]``,
     output channels of one group contiguous (group-major, as the direct convolution numbers them)."""
-    sp, wt = renderer.spatial, renderer.roles.weight
+    wt = r.weight
     rank = sp.rank
     order = ", ".join(map(str, [*range(3, 3 + rank), 1, 0, 2]))
     return (f"    weight_t = {wt}.reshape(groups, in_group, out_group, *{wt}.shape[2:]).permute({order})"
             f".reshape({', '.join(sp.kernel_names)}, in_group, out_channels)  # [{', '.join(sp.taps)}, c_in, c_out]")
 
 
-def transposed_main_loop(renderer: _Renderer) -> list[str]:
+def transposed_main_loop(r: Roles, sp: Spatial, *, precision: str, grouped: bool, head: list[str]) -> list[str]:
     """The kernel up to the accumulated tile and its output offsets (the names of the direct kernel's
-    ``_gemm_main_loop``: ``acc``, ``dst``, ``dst_mask``, an output pixel's coordinates)."""
-    r, sp = renderer.roles, renderer.spatial
-    config = renderer.config
-    if config["precision"] == "half":
+    ``_gemm_main_loop``: ``acc``, ``dst``, ``dst_mask``, an output pixel's coordinates). ``head``: the direct
+    kernel's tile lines for ``n_img * n_q`` pixels (``_Renderer._gemm_head(count="n_q")``)."""
+    if precision == "half":
         dot = "acc = tl.dot(a, b, acc)"
     else:
-        dot = f'acc = tl.dot(a, b, acc, input_precision="{config["precision"]}")'
-    c_in = "c_in_g" if renderer.grouped else "c_in"
+        dot = f'acc = tl.dot(a, b, acc, input_precision="{precision}")'
     letters = sp.letters
     phase = [f"ph_{c}" for c in letters]  # this program's phase along each dimension
     q_sizes = [f"q_{c}" for c in letters]  # one phase's output sizes
     js = [f"j_{c}" for c in letters]  # an in-phase pixel's coordinates
     k0s, nks, bases, ts = ([f"{n}_{c}" for c in letters] for n in ("k0", "nk", "base", "t"))
-    steps = _steps(renderer)
+    steps = _steps(r)
 
     lines = [f"{q} = {o if s == 1 else f'tl.cdiv({o}, {s})'}"
              for q, o, s in zip(q_sizes, sp.out_sizes, r.stride)]
     lines += [f"n_q = {' * '.join(q_sizes)}  # output pixels of one phase (at most)",
               "if IDX64:", "    n_q = n_q.to(tl.int64)"]
-    lines += renderer._gemm_head(count="n_q")
+    lines += head
     lines += ["phase = tl.program_id(1)  # output pixels alike modulo the stride"]
     lines += unflatten("phase", phase, [str(s) for s in r.stride])
     lines += ["img = offs_m // n_q", "qix = offs_m % n_q"]
@@ -90,37 +83,13 @@ def transposed_main_loop(renderer: _Renderer) -> list[str]:
             f"{nk} = tl.where({k0} < {step}, tl.maximum({k_size} - {k0} + {step - 1}, 0) // {step}, 0)",
             f"{base} = ({affine(ph, 1, p)} - {k0} * {d}) // {s}  # exact",
         ]
-    if renderer.grouped:
-        lines.append("img_start = img * sx_n + grp * c_in_g * sx_c  # the image's first channel of the group")
-    else:
-        lines.append("img_start = img * sx_n")
-    inside = " & ".join(f"({c} >= 0) & ({c} < {n})" for c, n in zip(sp.in_coords, sp.sizes))
-    patch = " + ".join(f"{c} * {st}" for c, st in zip(sp.in_coords, sp.x_strides))
-    taps = " + ".join(f"{k} * {st}" for k, st in zip(sp.taps, sp.w_strides))
-    lines += [
-        "offs_k = tl.arange(0, BLOCK_K)",
-        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        f"c_blocks = tl.cdiv({c_in}, BLOCK_K)",
-        "# K = (this phase's taps, input channel): one flat loop, so the compiler pipelines every step.",
-        f"for step in range(0, {' * '.join(nks)} * c_blocks):",
-        "    tap = step // c_blocks",
-        "    c0 = (step % c_blocks) * BLOCK_K",
-    ]
-    lines += [f"    {line}" for line in unflatten("tap", ts, nks)]
+    tap_lines = unflatten("tap", ts, nks)
     for k, k0, t, step, coord, j, base, s, d in zip(sp.taps, k0s, ts, steps, sp.in_coords, js, bases, r.stride,
                                                     r.dilation):
-        lines.append(f"    {k} = {k0} + {affine(t, step)}")
-        lines.append(f"    {coord} = {j} + {base} - {affine(t, step * d // s)}")
-    lines += [
-        f"    inside = m_mask & {inside}",
-        "    chans = c0 + offs_k",
-        f"    c_mask = chans < {c_in}",
-        f"    a = tl.load(in_{r.x} + (img_start + {patch})[:, None] + chans[None, :] * sx_c,",
-        "                mask=inside[:, None] & c_mask[None, :], other=0)",
-        f"    b = tl.load(in_{r.weight} + ({taps}) + chans[:, None] * sw_c + offs_n[None, :] * sw_o,",
-        "                mask=c_mask[:, None] & n_mask[None, :], other=0)",
-        f"    {dot}",
-    ]
+        tap_lines += [f"{k} = {k0} + {affine(t, step)}", f"{coord} = {j} + {base} - {affine(t, step * d // s)}"]
+    lines += gemm_k_loop(sp, r.x, r.weight, grouped=grouped, dot=dot, count=" * ".join(nks), tap_lines=tap_lines,
+                         comment=["# K = (this phase's taps, input channel): one flat loop, so the compiler "
+                                  "pipelines every step."])
     pix = sp.coords[0]
     for coord, size in zip(sp.coords[1:], sp.out_sizes[1:]):
         pix = f"({pix}) * {size} + {coord}" if "+" in pix else f"{pix} * {size} + {coord}"

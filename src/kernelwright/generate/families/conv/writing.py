@@ -21,7 +21,7 @@ from kernelwright.generate.families.base import (
     operand_mode,
 )
 from kernelwright.generate.families.conv.matching import roles
-from kernelwright.generate.families.conv.spatial import Spatial, unflatten
+from kernelwright.generate.families.conv.spatial import Spatial, gemm_k_loop, unflatten
 from kernelwright.generate.families.conv.transposed import (
     phase_sizes,
     transposed_main_loop,
@@ -208,7 +208,8 @@ class _Renderer:
             params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
         params += [f"{k}: tl.constexpr" for k in sp.tap_sizes]
         params += ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "IDX64: tl.constexpr"]
-        body = transposed_main_loop(self) if r.transposed else self._gemm_main_loop()
+        body = transposed_main_loop(r, sp, precision=self.config["precision"], grouped=self.grouped,
+                                    head=self._gemm_head(count="n_q")) if r.transposed else self._gemm_main_loop()
         ctx = _Indexing(channel_load="tl.load(in_{v} + offs_n, mask=n_mask, other=0).to(tl.float32)[None, :]",
                         dims={0: "img[:, None]", 1: "offs_n[None, :]",
                               **{d: f"{c}[:, None]" for d, c in zip(sp.dims(), sp.coords)}},
@@ -272,43 +273,20 @@ class _Renderer:
             dot = "acc = tl.dot(a, b, acc)"
         else:
             dot = f'acc = tl.dot(a, b, acc, input_precision="{self.config["precision"]}")'
-        c_in = "c_in_g" if self.grouped else "c_in"
         starts = [f"{c}0" for c in sp.in_coords]
         body = self._gemm_head() + ["img = offs_m // n_pix", "pix = offs_m % n_pix"]
         body += unflatten("pix", sp.coords, sp.out_sizes)
         for i, (start, coord, s, p) in enumerate(zip(starts, sp.coords, r.stride, r.padding)):
             note = "  # the patch's top-left corner in the input (may be padding)" if i == 0 else ""
             body.append(f"{start} = {affine(coord, s, -p)}{note}")
-        if self.grouped:
-            body.append("img_start = img * sx_n + grp * c_in_g * sx_c  # the image's first channel of the group")
-        else:
-            body.append("img_start = img * sx_n")
-        inside = " & ".join(f"({c} >= 0) & ({c} < {n})" for c, n in zip(sp.in_coords, sp.sizes))
-        patch = " + ".join(f"{c} * {st}" for c, st in zip(sp.in_coords, sp.x_strides))
-        taps = " + ".join(f"{k} * {st}" for k, st in zip(sp.taps, sp.w_strides))
+        tap_lines = [*unflatten("tap", sp.taps, sp.tap_sizes),
+                     *(f"{c} = {start} + {affine(k, d, 0)}"
+                       for c, start, k, d in zip(sp.in_coords, starts, sp.taps, r.dilation))]
+        comment = [f"# K = ({', '.join(sp.taps)}, input channel): one filter tap at a time, its input channels "
+                   "BLOCK_K at a time — one flat", "# loop, so the compiler pipelines every step."]
+        body += gemm_k_loop(sp, r.x, r.weight, grouped=self.grouped, dot=dot, count=" * ".join(sp.tap_sizes),
+                            comment=comment, tap_lines=tap_lines)
         body += [
-            "offs_k = tl.arange(0, BLOCK_K)",
-            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-            f"c_blocks = tl.cdiv({c_in}, BLOCK_K)",
-            f"# K = ({', '.join(sp.taps)}, input channel): one filter tap at a time, its input channels BLOCK_K at a "
-            "time — one flat",
-            "# loop, so the compiler pipelines every step.",
-            f"for step in range(0, {' * '.join(sp.tap_sizes)} * c_blocks):",
-            "    tap = step // c_blocks",
-            "    c0 = (step % c_blocks) * BLOCK_K",
-        ]
-        body += [f"    {line}" for line in unflatten("tap", sp.taps, sp.tap_sizes)]
-        body += [f"    {c} = {start} + {affine(k, d, 0)}"
-                 for c, start, k, d in zip(sp.in_coords, starts, sp.taps, r.dilation)]
-        body += [
-            f"    inside = m_mask & {inside}",
-            "    chans = c0 + offs_k",
-            f"    c_mask = chans < {c_in}",
-            f"    a = tl.load(in_{r.x} + (img_start + {patch})[:, None] + chans[None, :] * sx_c,",
-            "                mask=inside[:, None] & c_mask[None, :], other=0)",
-            f"    b = tl.load(in_{r.weight} + ({taps}) + chans[:, None] * sw_c + offs_n[None, :] * sw_o,",
-            "                mask=c_mask[:, None] & n_mask[None, :], other=0)",
-            f"    {dot}",
             f"dst = (img * c_out * n_pix + pix)[:, None] + (offs_n * n_pix)[None, :]  # {sp.layout} output offsets",
             "dst_mask = m_mask[:, None] & n_mask[None, :]",
         ]
@@ -328,7 +306,7 @@ class _Renderer:
                 src.append(f"    {x} = {x}.contiguous(memory_format=torch.{memory_format})  # patch loads along "
                            "channels")
         if r.transposed:
-            src.append(transposed_weight_line(self))
+            src.append(transposed_weight_line(r, sp))
         else:
             order = ", ".join(map(str, [*sp.dims(), 1, 0]))
             src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_in, c_out]: "
@@ -348,7 +326,7 @@ class _Renderer:
             f"    grid = (triton.cdiv({n_pixels}, {bm}) * {tiles}block_n),)",
         ]
         if r.transposed:  # one grid row per phase (output pixels alike modulo the stride), each a 1/prod(stride)
-            src[-1] = (f"    grid = (triton.cdiv({' * '.join(['batch', *phase_sizes(self)])}, {bm}) * {tiles}block_n), "
+            src[-1] = (f"    grid = (triton.cdiv({' * '.join(['batch', *phase_sizes(r, sp)])}, {bm}) * {tiles}block_n), "
                        f"{math.prod(r.stride)})")
         channels = ["in_group", *sp.in_names, "out_channels", "groups"] if self.grouped else \
             ["in_channels", *sp.in_names, "out_channels"]
