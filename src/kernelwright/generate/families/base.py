@@ -258,6 +258,12 @@ def operand_layout_lines(inputs: Sequence[str], modes: Mapping[str, str]) -> lis
     return lines
 
 
+def strided_args(strided: Sequence[str]) -> list[str]:
+    """Launcher arguments for the operands a kernel reads *strided* (:func:`operand_mode`): the result's sizes, then
+    each operand's strides (expanded to the result's ``shape`` by :func:`operand_layout_lines`)."""
+    return ["*shape", *(f"*{v}.stride()" for v in strided)] if strided else []
+
+
 def affine(name: str, scale: int = 1, shift: int = 0) -> str:
     """``name * scale + shift`` as short as it can be written (index arithmetic in a kernel's source)."""
     text = name if scale == 1 else f"{name} * {scale}"

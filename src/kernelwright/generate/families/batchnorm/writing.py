@@ -14,6 +14,7 @@ from kernelwright.generate.families.base import (
     load_line,
     operand_layout_lines,
     operand_mode,
+    strided_args,
 )
 from kernelwright.generate.families.batchnorm.matching import (
     OUT,
@@ -244,9 +245,7 @@ class _Writer:
             src.append(f"    out_{o} = torch.empty(shape, dtype={self.graph.info(o).dtype}, device={x}.device)")
         tensors = list(dict.fromkeys([x, *self.params, *self.operands]))
         args = [*tensors, "stats", *(f"out_{o}" for o in self.full_outputs), f"{x}.numel()", "n_channels", "spatial"]
-        if self.strided:
-            args.append("*shape")
-        args += [f"*{v}.stride()" for v in self.strided]
+        args += strided_args(self.strided)
         src.append(f"    {self.ident}_apply[(triton.cdiv({x}.numel(), {block}),)]({', '.join(args)}, BLOCK={block}, "
                    f"IDX64=idx64, num_warps={warps})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")

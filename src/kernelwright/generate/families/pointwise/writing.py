@@ -11,6 +11,7 @@ from kernelwright.generate.families.base import (
     load_line,
     operand_layout_lines,
     operand_mode,
+    strided_args,
 )
 from kernelwright.generate.graph import ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
@@ -81,9 +82,7 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str, mod
         lines.append(f"    out_{o} = torch.empty(shape, dtype={graph.info(o).dtype}, device={device}.device)")
     lines.append("    n_elements = math.prod(shape)")
     args = [*group.inputs, *(f"out_{o}" for o in group.outputs), "n_elements"]
-    if strided:
-        args.append("*shape")
-        args += [f"*{v}.stride()" for v in strided]
+    args += strided_args(strided)
     lines.append(f"    grid = (triton.cdiv(n_elements, {config['BLOCK']}),)")
     lines.append(f"    {ident}_kernel[grid]({', '.join(args)}, BLOCK={config['BLOCK']}, IDX64=n_elements >= 2**31, "
                  f"num_warps={config['num_warps']})")

@@ -12,6 +12,7 @@ from kernelwright.generate.families.base import (
     load_line,
     operand_layout_lines,
     operand_mode,
+    strided_args,
 )
 from kernelwright.generate.families.scan.growing import constant_shapes
 from kernelwright.generate.families.scan.matching import out_dtype
@@ -253,9 +254,7 @@ class _Writer:
             args += ["n_outer", "n_scan", "n_inner"]
             grid = "(n_outer * triton.cdiv(n_inner, block_i),)"
             tile = "BLOCK_L=block_l, BLOCK_I=block_i"
-        if self.strided:
-            args.append("*shape")
-            args += [f"*{v}.stride()" for v in self.strided]
+        args += strided_args(self.strided)
         lines.append(f"    {kernel}[{grid}]({', '.join(args)}, {tile}, IDX64=math.prod(shape) >= 2**31, "
                      f"num_warps={config['num_warps']})")
         lines.append(f"    return ({outs},)")
