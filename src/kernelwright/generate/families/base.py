@@ -258,6 +258,19 @@ def operand_layout_lines(inputs: Sequence[str], modes: Mapping[str, str]) -> lis
     return lines
 
 
+def flat_lanes(count: str) -> list[str]:
+    """Kernel lines for a program of ``BLOCK`` consecutive elements of a flat range of ``count``: ``offs`` (64-bit
+    when the ``IDX64`` constexpr says the tensors need it) and ``mask``."""
+    return [
+        "pid = tl.program_id(0)",
+        "if IDX64:",
+        "    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+        "else:",
+        "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
+        f"mask = offs < {count}",
+    ]
+
+
 def strided_args(strided: Sequence[str]) -> list[str]:
     """Launcher arguments for the operands a kernel reads *strided* (:func:`operand_mode`): the result's sizes, then
     each operand's strides (expanded to the result's ``shape`` by :func:`operand_layout_lines`)."""

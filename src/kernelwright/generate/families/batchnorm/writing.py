@@ -6,16 +6,8 @@ from __future__ import annotations
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import (
-    Config,
-    Group,
-    Rendered,
-    live_dims,
-    load_line,
-    operand_layout_lines,
-    operand_mode,
-    strided_args,
-)
+from kernelwright.generate.families import base
+from kernelwright.generate.families.base import Config, Group, Rendered
 from kernelwright.generate.families.batchnorm.matching import (
     OUT,
     RUNNING_MEAN,
@@ -63,7 +55,7 @@ class _Writer:
                 if v not in members and v in graph.values and v not in operands:
                     operands.append(v)
         self.operands = operands
-        self.modes = {v: operand_mode(graph.info(v), self.shape) for v in operands}
+        self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in operands}
         self.strided = [v for v in operands if self.modes[v] == "strided"]
         stats = {SAVE_MEAN, SAVE_RSTD, RUNNING_MEAN, RUNNING_VAR}
         self.stat_outputs = {i: n for i, n in self.bn.items if i in stats and n in group.outputs}
@@ -162,12 +154,7 @@ class _Writer:
             params += [f"stride_{v}_{d}" for d in range(rank)]
         params += ["BLOCK: tl.constexpr", "IDX64: tl.constexpr"]
         body = [
-            "pid = tl.program_id(0)",
-            "if IDX64:",
-            "    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-            "else:",
-            "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
-            "mask = offs < numel",
+            *base.flat_lanes("numel"),
             "channel = offs // spatial % n_channels",
             "mean = tl.load(stats + channel, mask=mask, other=0)",
             "rstd = tl.load(stats + n_channels + channel, mask=mask, other=0)",
@@ -193,9 +180,9 @@ class _Writer:
             elif mode == "flat":
                 load = f"tl.load(in_{v} + offs, mask=mask, other=0)"
             else:
-                offset = " + ".join(f"idx_{d} * stride_{v}_{d}" for d in live_dims(info.shape, self.shape)) or "0"
+                offset = " + ".join(f"idx_{d} * stride_{v}_{d}" for d in base.live_dims(info.shape, self.shape)) or "0"
                 load = f"tl.load(in_{v} + ({offset}), mask=mask, other=0)"
-            line, env[v] = load_line(v, load, info.dtype)
+            line, env[v] = base.load_line(v, load, info.dtype)
             body.append(line)
         emitter = expr.PointwiseEmitter()
         emitter.emit_all((self.graph.node(n) for n in self.group.nodes
@@ -240,12 +227,12 @@ class _Writer:
         outs = [f"out_{n}" for n in self.stat_outputs.values()]
         src.append(f"    {self.ident}_finalise[(triton.cdiv(n_channels, {CHANNEL_BLOCK}),)](part, stats, "
                    f"{', '.join([*running, *outs, 'n_channels', 'shares', 'count'])}, BLOCK_C={CHANNEL_BLOCK})")
-        src += operand_layout_lines(self.operands, self.modes)
+        src += base.operand_layout_lines(self.operands, self.modes)
         for o in self.full_outputs:
             src.append(f"    out_{o} = torch.empty(shape, dtype={self.graph.info(o).dtype}, device={x}.device)")
         tensors = list(dict.fromkeys([x, *self.params, *self.operands]))
         args = [*tensors, "stats", *(f"out_{o}" for o in self.full_outputs), f"{x}.numel()", "n_channels", "spatial"]
-        args += strided_args(self.strided)
+        args += base.strided_args(self.strided)
         src.append(f"    {self.ident}_apply[(triton.cdiv({x}.numel(), {block}),)]({', '.join(args)}, BLOCK={block}, "
                    f"IDX64=idx64, num_warps={warps})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")

@@ -10,16 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import (
-    Config,
-    Group,
-    Rendered,
-    affine,
-    live_dims,
-    load_line,
-    operand_layout_lines,
-    operand_mode,
-)
+from kernelwright.generate.families import base
+from kernelwright.generate.families.base import Config, Group, Rendered
 from kernelwright.generate.families.conv.matching import roles
 from kernelwright.generate.families.conv.spatial import Spatial, gemm_k_loop, unflatten
 from kernelwright.generate.families.conv.transposed import (
@@ -55,7 +47,7 @@ class _Renderer:
                 if v not in members and v in graph.values and v not in operands:
                     operands.append(v)
         self.operands = operands  # tensors the pointwise epilogue reads
-        self.modes = {v: operand_mode(graph.info(v), self.shape) for v in operands}
+        self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in operands}
 
     # -- the epilogue, shared by both variants ---------------------------------------------------------------
     def _epilogue(self, conv_value: str, ctx: _Indexing) -> tuple[list[str], dict[str, expr.Value]]:
@@ -79,8 +71,8 @@ class _Renderer:
             env[r.bn] = expr.Value("normed", torch.float32)
         for v in self.operands:
             info = self.graph.info(v)
-            load = ctx.load(v, self.modes[v], live_dims(info.shape, self.shape))
-            line, env[v] = load_line(v, load, info.dtype)
+            load = ctx.load(v, self.modes[v], base.live_dims(info.shape, self.shape))
+            line, env[v] = base.load_line(v, load, info.dtype)
             lines.append(line)
         emitter = expr.PointwiseEmitter()
         emitter.emit_all((self.graph.node(n) for n in self.group.nodes if n in r.pointwise or
@@ -141,7 +133,7 @@ class _Renderer:
         kernel = f"{ident}_epilogue"
         tensors = list(dict.fromkeys(["conv_out", *self.channel_params, *self.operands]))
         strided = self._strided()
-        needs_hw = any(d >= 2 for v in strided for d in live_dims(self.graph.info(v).shape, self.shape))
+        needs_hw = any(d >= 2 for v in strided for d in base.live_dims(self.graph.info(v).shape, self.shape))
         params = [f"in_{v}" for v in tensors] + [f"out_{o}" for o in self.group.outputs]
         params += ["n_channels", "n_pixels"] + (sp.plane_sizes[1:] if needs_hw else [])
         for v in strided:
@@ -154,9 +146,9 @@ class _Renderer:
             "    plane = plane.to(tl.int64)",
             "mask = pixels < n_pixels",
         ]
-        if self.channel_params or any(1 in live_dims(self.graph.info(v).shape, self.shape) for v in strided):
+        if self.channel_params or any(1 in base.live_dims(self.graph.info(v).shape, self.shape) for v in strided):
             body.append("channel = plane % n_channels")
-        if any(0 in live_dims(self.graph.info(v).shape, self.shape) for v in strided):
+        if any(0 in base.live_dims(self.graph.info(v).shape, self.shape) for v in strided):
             body.append("image = plane // n_channels")
         if needs_hw:
             body += unflatten("pixels", sp.plane_coords, sp.plane_sizes)
@@ -180,7 +172,7 @@ class _Renderer:
                    f"{padding}, {dilation}, {r.transposed}, [{', '.join(map(str, r.output_padding))}], "
                    f"{'groups' if self.grouped or r.transposed else 1})")
         src.append(f"    conv_out = conv_out.contiguous()  # {sp.layout} (a no-op for {sp.layout} inputs)")
-        src += operand_layout_lines(self.operands, self.modes)
+        src += base.operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         block = self.config["BLOCK"]
         n_pixels = " * ".join(sp.out_names)
@@ -278,9 +270,9 @@ class _Renderer:
         body += unflatten("pix", sp.coords, sp.out_sizes)
         for i, (start, coord, s, p) in enumerate(zip(starts, sp.coords, r.stride, r.padding)):
             note = "  # the patch's top-left corner in the input (may be padding)" if i == 0 else ""
-            body.append(f"{start} = {affine(coord, s, -p)}{note}")
+            body.append(f"{start} = {base.affine(coord, s, -p)}{note}")
         tap_lines = [*unflatten("tap", sp.taps, sp.tap_sizes),
-                     *(f"{c} = {start} + {affine(k, d, 0)}"
+                     *(f"{c} = {start} + {base.affine(k, d, 0)}"
                        for c, start, k, d in zip(sp.in_coords, starts, sp.taps, r.dilation))]
         comment = [f"# K = ({', '.join(sp.taps)}, input channel): one filter tap at a time, its input channels "
                    "BLOCK_K at a time — one flat", "# loop, so the compiler pipelines every step."]
@@ -311,7 +303,7 @@ class _Renderer:
             order = ", ".join(map(str, [*sp.dims(), 1, 0]))
             src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_in, c_out]: "
                        "rows of B contiguous along N")
-        src += operand_layout_lines(self.operands, self.modes)
+        src += base.operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         n_pixels = " * ".join(["batch", *sp.out_names])

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import (
-    Config,
-    Group,
-    Rendered,
-    live_dims,
-    load_line,
-    operand_layout_lines,
-    operand_mode,
-    strided_args,
-)
+from kernelwright.generate.families import base
+from kernelwright.generate.families.base import Config, Group, Rendered
 from kernelwright.generate.graph import ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
 
 
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
     shape = tuple(group.detail["shape"])
-    modes = {v: operand_mode(graph.info(v), shape) for v in group.inputs}
+    modes = {v: base.operand_mode(graph.info(v), shape) for v in group.inputs}
     strided = [v for v in group.inputs if modes[v] == "strided"]
     params = [f"in_{v}" for v in group.inputs] + [f"out_{o}" for o in group.outputs] + ["n_elements"]
     params += [f"size_{d}" for d in range(len(shape))] if strided else []
@@ -33,14 +25,7 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
 
 
 def _body(graph: ProblemGraph, group: Group, shape: tuple[int, ...], modes: dict[str, str]) -> list[str]:
-    body = [
-        "pid = tl.program_id(0)",
-        "if IDX64:",
-        "    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-        "else:",
-        "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
-        "mask = offs < n_elements",
-    ]
+    body = base.flat_lanes("n_elements")
     if any(mode == "strided" for mode in modes.values()):
         inner = "1"
         for d in reversed(range(len(shape))):
@@ -54,10 +39,10 @@ def _body(graph: ProblemGraph, group: Group, shape: tuple[int, ...], modes: dict
         elif modes[v] == "scalar":
             load = f"tl.load(in_{v})"
         else:
-            dims = live_dims(info.shape, shape)
+            dims = base.live_dims(info.shape, shape)
             offset = " + ".join(f"idx_{d} * stride_{v}_{d}" for d in dims) or "0"
             load = f"tl.load(in_{v} + ({offset}), mask=mask, other=0)"
-        line, env[v] = load_line(v, load, info.dtype)
+        line, env[v] = base.load_line(v, load, info.dtype)
         body.append(line)
     emitter = expr.PointwiseEmitter()
     emitter.emit_all((graph.node(n) for n in group.nodes), env)
@@ -76,13 +61,13 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str, mod
                        and graph.info(n).numel > 1]
     shapes = [f"{v}.shape" for v in group.inputs] + [repr(tuple(s)) for s in constant_shapes]
     lines.append(f"    shape = torch.broadcast_shapes({', '.join(shapes)})")
-    lines += operand_layout_lines(group.inputs, modes)
+    lines += base.operand_layout_lines(group.inputs, modes)
     device = group.inputs[0]
     for o in group.outputs:
         lines.append(f"    out_{o} = torch.empty(shape, dtype={graph.info(o).dtype}, device={device}.device)")
     lines.append("    n_elements = math.prod(shape)")
     args = [*group.inputs, *(f"out_{o}" for o in group.outputs), "n_elements"]
-    args += strided_args(strided)
+    args += base.strided_args(strided)
     lines.append(f"    grid = (triton.cdiv(n_elements, {config['BLOCK']}),)")
     lines.append(f"    {ident}_kernel[grid]({', '.join(args)}, BLOCK={config['BLOCK']}, IDX64=n_elements >= 2**31, "
                  f"num_warps={config['num_warps']})")

@@ -8,16 +8,8 @@ import math
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import (
-    Config,
-    Group,
-    Rendered,
-    affine,
-    live_dims,
-    load_line,
-    operand_layout_lines,
-    operand_mode,
-)
+from kernelwright.generate.families import base
+from kernelwright.generate.families.base import Config, Group, Rendered
 from kernelwright.generate.families.pool.matching import Pooling
 from kernelwright.generate.graph import ProblemGraph, node_inputs
 
@@ -43,7 +35,7 @@ class _Writer:
         self.sources = self._reads(self.prologue) if self.prologue else [self.pool.x]  # read at every tap
         self.operands = self._reads(self.epilogue)  # read once per output element
         self.source_modes = {v: self._source_mode(v) for v in self.sources}
-        self.modes = {v: operand_mode(graph.info(v), self.shape) for v in self.operands}
+        self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in self.operands}
         self.strided = [v for v in self.operands if self.modes[v] == "strided"]
         self.strided_sources = [v for v in self.sources if self.source_modes[v] == "strided"]
         self.tensors = list(dict.fromkeys([*self.sources, *self.operands]))  # a residual may be the input itself
@@ -52,7 +44,7 @@ class _Writer:
         """How a source is read; one of the pooled tensor's own shape never as a scalar, even of one element (a
         second shape grows it)."""
         info = self.graph.info(v)
-        mode = operand_mode(info, self.in_shape)
+        mode = base.operand_mode(info, self.in_shape)
         return "strided" if mode == "scalar" and tuple(info.shape) == self.in_shape else mode
 
     def _reads(self, nodes: tuple[str, ...]) -> list[str]:
@@ -79,22 +71,14 @@ class _Writer:
 
     def _lead_dims(self) -> list[int]:
         """Leading (batch, channel) dimensions whose index a strided source or operand needs."""
-        live = {d for v in self.strided_sources for d in live_dims(self.graph.info(v).shape, self.in_shape)}
-        live |= {d for v in self.strided for d in live_dims(self.graph.info(v).shape, self.shape)}
+        live = {d for v in self.strided_sources for d in base.live_dims(self.graph.info(v).shape, self.in_shape)}
+        live |= {d for v in self.strided for d in base.live_dims(self.graph.info(v).shape, self.shape)}
         return sorted(d for d in live if d < self.lead)
 
     def _indexing(self) -> list[str]:
         """Each lane's output element: its plane (batch x channel) and its window's first tap, per dimension."""
         p, rank = self.pool, self.pool.rank
-        lines = [
-            "pid = tl.program_id(0)",
-            "if IDX64:",
-            "    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-            "else:",
-            "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
-            "mask = offs < n_out",
-            "rest = offs",
-        ]
+        lines = [*base.flat_lanes("n_out"), "rest = offs"]
         for d in reversed(range(rank)):
             lines.append(f"o_{d} = rest % n_out_{d}")
             lines.append(f"rest = rest // n_out_{d}")
@@ -105,7 +89,7 @@ class _Writer:
         if any(mode == "flat" for mode in self.source_modes.values()):
             lines.append(f"plane_start = plane * ({' * '.join(f'n_in_{d}' for d in range(rank))})")
         for d in range(rank):
-            lines.append(f"start_{d} = {affine(f'o_{d}', p.stride[d], -p.padding[d])}  # may lie in the padding")
+            lines.append(f"start_{d} = {base.affine(f'o_{d}', p.stride[d], -p.padding[d])}  # may lie in the padding")
         return lines
 
     def _tap(self, fill: str) -> tuple[list[str], list[str]]:
@@ -118,13 +102,13 @@ class _Writer:
         for v in self.sources:
             info, mode = graph.info(v), self.source_modes[v]
             if mode == "scalar":
-                line, env[v] = load_line(v, f"tl.load(in_{v})", info.dtype)
+                line, env[v] = base.load_line(v, f"tl.load(in_{v})", info.dtype)
                 hoisted.append(line)
                 continue
-            live = [] if mode == "flat" else live_dims(info.shape, self.in_shape)
+            live = [] if mode == "flat" else base.live_dims(info.shape, self.in_shape)
             if live and max(live) < self.lead:  # per plane (a per-channel parameter): loaded once, before the loops
                 offset = " + ".join(f"idx_{d} * source_stride_{v}_{d}" for d in live)
-                line, env[v] = load_line(v, f"tl.load(in_{v} + ({offset}), mask=mask, other=0)", info.dtype)
+                line, env[v] = base.load_line(v, f"tl.load(in_{v} + ({offset}), mask=mask, other=0)", info.dtype)
                 hoisted.append(line)
                 continue
             if mode == "flat":
@@ -132,7 +116,7 @@ class _Writer:
             else:
                 offset = " + ".join(f"{f'idx_{d}' if d < self.lead else f'i_{d - self.lead}'} * "
                                     f"source_stride_{v}_{d}" for d in live) or "0"
-            line, env[v] = load_line(v, f"tl.load(in_{v} + ({offset}), mask=ok_{last}, other=0)", info.dtype)
+            line, env[v] = base.load_line(v, f"tl.load(in_{v} + ({offset}), mask=ok_{last}, other=0)", info.dtype)
             tap.append(line)
         emitter = expr.PointwiseEmitter(prefix="p")
         emitter.emit_all((graph.node(n) for n in self.prologue), env)
@@ -153,7 +137,7 @@ class _Writer:
             pos = f"i_{d}" if d == 0 else f"pos_{d - 1} * n_in_{d} + i_{d}"
             lines += [
                 f"{pad}for k_{d} in {loop}({p.kernel[d]}):",
-                f"{pad}    i_{d} = start_{d} + {affine(f'k_{d}', p.dilation[d], 0)}",
+                f"{pad}    i_{d} = start_{d} + {base.affine(f'k_{d}', p.dilation[d], 0)}",
                 f"{pad}    ok_{d} = {inside} & (i_{d} >= 0) & (i_{d} < n_in_{d})",
                 f"{pad}    pos_{d} = {pos}",
             ]
@@ -216,9 +200,9 @@ class _Writer:
                 load = f"tl.load(in_{v} + offs, mask=mask, other=0)"
             else:
                 offset = " + ".join(f"{f'idx_{d}' if d < self.lead else f'o_{d - self.lead}'} * stride_{v}_{d}"
-                                    for d in live_dims(info.shape, self.shape)) or "0"
+                                    for d in base.live_dims(info.shape, self.shape)) or "0"
                 load = f"tl.load(in_{v} + ({offset}), mask=mask, other=0)"
-            line, env[v] = load_line(v, load, info.dtype)
+            line, env[v] = base.load_line(v, load, info.dtype)
             lines.append(line)
         return lines, env
 
@@ -268,14 +252,14 @@ class _Writer:
             lines = [f"    shape = torch.broadcast_shapes({', '.join(f'{v}.shape' for v in self.sources)})"]
         else:
             lines = [f"    shape = {p.x}.shape"]
-        lines += operand_layout_lines(self.sources, self.source_modes)
+        lines += base.operand_layout_lines(self.sources, self.source_modes)
         lines.append(f"    lead = shape[:-{rank}]")
         lines.append(f"    {', '.join(f'n_in_{d}' for d in range(rank))}, = shape[-{rank}:]")
         for d in range(rank):
             extra = 2 * p.padding[d] - p.dilation[d] * (p.kernel[d] - 1) - 1 + (p.stride[d] - 1 if p.ceil_mode else 0)
-            lines.append(f"    n_out_{d} = ({affine(f'n_in_{d}', 1, extra)}) // {p.stride[d]} + 1")
+            lines.append(f"    n_out_{d} = ({base.affine(f'n_in_{d}', 1, extra)}) // {p.stride[d]} + 1")
             if p.ceil_mode:
-                lines.append(f"    if (n_out_{d} - 1) * {p.stride[d]} >= {affine(f'n_in_{d}', 1, p.padding[d])}:")
+                lines.append(f"    if (n_out_{d} - 1) * {p.stride[d]} >= {base.affine(f'n_in_{d}', 1, p.padding[d])}:")
                 lines.append(f"        n_out_{d} -= 1")
         lines.append(f"    shape = (*lead, {', '.join(f'n_out_{d}' for d in range(rank))})")
         return lines
@@ -286,7 +270,7 @@ class _Writer:
         lines = [f"def {self.ident}({', '.join(self.group.inputs)}):"]
         lines.append(f'    """{self._describe()}: one Triton kernel, one pass over the output."""')
         lines += self._sizes()
-        lines += operand_layout_lines(self.operands, self.modes)
+        lines += base.operand_layout_lines(self.operands, self.modes)
         for o in self.group.outputs:
             lines.append(f"    out_{o} = torch.empty(shape, dtype={graph.info(o).dtype}, device={device}.device)")
         outs = ", ".join(f"out_{o}" for o in self.group.outputs)

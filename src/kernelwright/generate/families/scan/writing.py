@@ -4,16 +4,8 @@
 from __future__ import annotations
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import (
-    Config,
-    Group,
-    Rendered,
-    live_dims,
-    load_line,
-    operand_layout_lines,
-    operand_mode,
-    strided_args,
-)
+from kernelwright.generate.families import base
+from kernelwright.generate.families.base import Config, Group, Rendered
 from kernelwright.generate.families.scan.growing import constant_shapes
 from kernelwright.generate.families.scan.matching import out_dtype
 from kernelwright.generate.graph import ProblemGraph
@@ -36,13 +28,13 @@ class _Writer:
         self.rows = self.dim == len(self.shape) - 1  # the scanned dimension is the contiguous one
         self.anchor = graph.node(group.anchor or "")
         self.acc = expr.compute_dtype(out_dtype(self.anchor))
-        self.modes = {v: operand_mode(graph.info(v), self.shape) for v in group.inputs}
+        self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in group.inputs}
         self.strided = [v for v in group.inputs if self.modes[v] == "strided"]
 
     # -- the kernel ------------------------------------------------------------------------------------------
     def _index_lines(self, outer: str, inner: str) -> list[str]:
         """Per-dimension indices (``idx_k``) that strided operands need, from the outer and inner flat indices."""
-        needed = sorted({d for v in self.strided for d in live_dims(self.graph.info(v).shape, self.shape)}
+        needed = sorted({d for v in self.strided for d in base.live_dims(self.graph.info(v).shape, self.shape)}
                         - {self.dim})
         lines = []
         for dims, flat in ((range(self.dim), outer), (range(self.dim + 1, len(self.shape)), inner)):
@@ -60,11 +52,11 @@ class _Writer:
         "" when the operand is broadcast along the scanned dimension."""
         if self.modes[v] == "flat":
             return flat_base, "1" if self.rows else "n_inner"
-        dims = live_dims(self.graph.info(v).shape, self.shape)
-        base = " + ".join(f"idx_{d} * stride_{v}_{d}" for d in dims if d != self.dim)
-        if not base:  # it varies along the scanned dimension only: a vector of zeros of the program's shape
-            base = "0 * rows" if self.rows else "0 * inner"
-        return base, f"stride_{v}_{self.dim}" if self.dim in dims else ""
+        dims = base.live_dims(self.graph.info(v).shape, self.shape)
+        offset = " + ".join(f"idx_{d} * stride_{v}_{d}" for d in dims if d != self.dim)
+        if not offset:  # it varies along the scanned dimension only: a vector of zeros of the program's shape
+            offset = "0 * rows" if self.rows else "0 * inner"
+        return offset, f"stride_{v}_{self.dim}" if self.dim in dims else ""
 
     def _params(self) -> list[str]:
         group, rows = self.group, self.rows
@@ -122,20 +114,20 @@ class _Writer:
             if self.modes[v] == "scalar":
                 load, target = f"tl.load(in_{v})", body
             else:
-                base, step = self._base(v, flat_base)
-                if base != flat_base:
-                    body.append(f"base_{v} = {base}")
-                    base = f"base_{v}"
+                start, step = self._base(v, flat_base)
+                if start != flat_base:
+                    body.append(f"base_{v} = {start}")
+                    start = f"base_{v}"
                 if not step:
-                    ptr, mask, target = (f"{base}[:, None]", "row_mask[:, None]", body) if rows else \
-                        (f"{base}[None, :]", "inner_mask[None, :]", body)
+                    ptr, mask, target = (f"{start}[:, None]", "row_mask[:, None]", body) if rows else \
+                        (f"{start}[None, :]", "inner_mask[None, :]", body)
                 elif rows:
                     along = "cols[None, :]" if step == "1" else f"(cols * {step})[None, :]"
-                    ptr, mask, target = f"{base}[:, None] + {along}", "mask", loop
+                    ptr, mask, target = f"{start}[:, None] + {along}", "mask", loop
                 else:
-                    ptr, mask, target = f"{base}[None, :] + (steps * {step})[:, None]", "mask", loop
+                    ptr, mask, target = f"{start}[None, :] + (steps * {step})[:, None]", "mask", loop
                 load = f"tl.load(in_{v} + ({ptr}), mask={mask}, other=0)"
-            line, env[v] = load_line(v, load, info.dtype)
+            line, env[v] = base.load_line(v, load, info.dtype)
             target.append(line)
         return env
 
@@ -222,7 +214,7 @@ class _Writer:
         lines.append(f'    """{ops}, fused: {self.op} along dim {self.dim} in one pass (read once, write once)."""')
         shapes = [f"{v}.shape" for v in group.inputs] + [repr(s) for s in constant_shapes(graph, group)]
         lines.append(f"    shape = torch.broadcast_shapes({', '.join(shapes)})")
-        lines += operand_layout_lines(group.inputs, self.modes)
+        lines += base.operand_layout_lines(group.inputs, self.modes)
         device = group.inputs[0]
         for o in group.outputs:
             lines.append(f"    out_{o} = torch.empty(shape, dtype={graph.info(o).dtype}, device={device}.device)")
@@ -254,7 +246,7 @@ class _Writer:
             args += ["n_outer", "n_scan", "n_inner"]
             grid = "(n_outer * triton.cdiv(n_inner, block_i),)"
             tile = "BLOCK_L=block_l, BLOCK_I=block_i"
-        args += strided_args(self.strided)
+        args += base.strided_args(self.strided)
         lines.append(f"    {kernel}[{grid}]({', '.join(args)}, {tile}, IDX64=math.prod(shape) >= 2**31, "
                      f"num_warps={config['num_warps']})")
         lines.append(f"    return ({outs},)")
