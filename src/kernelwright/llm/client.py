@@ -164,15 +164,8 @@ class LLMClient:
             raise RuntimeError("this LLMClient is closed")
         return self._call(_frozen_messages(messages), tag, temperature, max_tokens, deadline)
 
-    def submit(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tag: str = "",
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        deadline: float | None = None,
-    ) -> Future[Completion]:
+    def submit(self, messages: Sequence[Mapping[str, Any]], *, tag: str = "", temperature: float | None = None,
+               max_tokens: int | None = None, deadline: float | None = None) -> Future[Completion]:
         """:meth:`complete` on the client's thread pool. The messages are copied now, so the caller may reuse them."""
         if self._closed:
             raise RuntimeError("this LLMClient is closed")
