@@ -113,3 +113,27 @@ def test_transposed_input_and_one_dimensional_scan(check) -> None:
     """, distribution_trials=False)
     assert _families(plan).count("scan") == 3
     assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_reverse_scans_from_flips_rows_and_columns(check) -> None:
+    # flip(cumsum(flip(x, [d]), d), [d]) — KernelBench's reverse cumsum — is one scan walking the dimension from its
+    # end (the flips are never materialised): along the last dimension over three tiles (1,100 columns in config 4's
+    # 512-element tiles: the last one partial, scanned first), along an inner dimension with an epilogue, and a
+    # reverse cumprod.
+    plan, verdict = check("reverse_scans", """
+        class Model(nn.Module):
+            def forward(self, x, y, z):
+                a = torch.cumsum(x.flip(1), 1).flip(1)
+                b = torch.cumsum(y.flip(0), dim=0).flip(0) * 2.0
+                c = torch.cumprod(z.flip(-1), -1).flip(-1)
+                return a, b, c
+
+        def get_inputs():
+            return [torch.randn(3, 1100), torch.randn(70, 3, 9), torch.rand(4, 13) + 0.5]
+
+        def get_init_inputs():
+            return []
+    """, config_index=4, distribution_trials=False)
+    assert [g.family for g in plan.groups] == ["scan"] * 3 and plan.fully_covered
+    assert all(len(g.detail["flips"]) == 2 for g in plan.groups)
+    assert verdict.status is Status.PASSED, verdict.message

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
 from kernelwright.generate.families.scan.growing import broadcast_shape, candidates
-from kernelwright.generate.families.scan.matching import scan_dim, scanned_source
+from kernelwright.generate.families.scan.matching import reversed_scan, scan_dim, scanned_source
 from kernelwright.generate.families.scan.writing import write
 from kernelwright.generate.graph import Node, ProblemGraph
 
@@ -20,9 +20,14 @@ class ScanFamily:
             return None
         shape = node.info.shape
         dim = scan_dim(node, len(shape))
-        for nodes in candidates(graph, node, source, claimed, shape):
+        flipped = reversed_scan(graph, node, claimed)
+        flips: tuple[str, ...] = ()
+        if flipped is not None:  # scanned from the end: the flips are the kernel's walk, never materialised
+            source, first, second = flipped
+            flips = (first, second)
+        for nodes in candidates(graph, node, source, claimed, shape, flips=flips):
             group = make_group(graph, NAME, nodes, anchor=node.name, shape=tuple(shape), dim=dim, op=node.op,
-                               source=source)
+                               source=source, flips=flips)
             if group.inputs and broadcast_shape(graph, group) == tuple(shape):
                 return group
         return None  # a scan of a constant: nothing to read

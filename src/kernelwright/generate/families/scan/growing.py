@@ -12,12 +12,14 @@ from kernelwright.generate.graph import Node, ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
 
 
-def candidates(graph: ProblemGraph, node: Node, source: str, claimed: set[str], shape: Sequence[int]
-               ) -> tuple[list[str], list[str]]:
-    """The members to try, widest first: with the prologue, then without it."""
-    epilogue = epilogue_chain(graph, node.name, claimed)
+def candidates(graph: ProblemGraph, node: Node, source: str, claimed: set[str], shape: Sequence[int], *,
+               flips: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """The members to try, widest first: with the prologue, then without it. With ``flips`` (a reverse scan: the
+    flip before it and the one after), the epilogue follows the second flip."""
+    core = [flips[0], node.name, flips[1]] if flips else [node.name]
+    epilogue = epilogue_chain(graph, core[-1], claimed)
     prologue = prologue_chain(graph, source, claimed, shape=shape)
-    return [*prologue, node.name, *epilogue], [node.name, *epilogue]
+    return [*prologue, *core, *epilogue], [*core, *epilogue]
 
 
 def broadcast_shape(graph: ProblemGraph, group: Group) -> tuple[int, ...]:

@@ -20,6 +20,35 @@ def out_dtype(node: Node) -> torch.dtype:
     return node.info.dtype
 
 
+def _flip_dims(node: Node, rank: int) -> list[int] | None:
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
+    if not isinstance(dims, (list, tuple)) or not all(isinstance(d, int) for d in dims):
+        return None
+    return sorted({d % rank for d in dims})
+
+
+def reversed_scan(graph: ProblemGraph, node: Node, claimed: set[str]) -> tuple[str, str, str] | None:
+    """``flip(scan(flip(x, [d]), d), [d])`` — a scan from the end of the dimension (KernelBench's reverse cumsum):
+    (x, the first flip, the second) where the flips are the scan's only neighbours; else None."""
+    rank = len(node.info.shape) if node.info is not None else 0
+    before = node.args[0] if node.args else None
+    if not rank or not hasattr(before, "name") or before.name in claimed or before.name not in graph.values:
+        return None
+    first = graph.node(before.name)
+    users = graph.consumers(node.name)
+    if first.op != "flip" or [u.name for u in graph.consumers(first.name)] != [node.name] or len(users) != 1:
+        return None
+    second = users[0]
+    dim = scan_dim(node, rank)
+    if second.op != "flip" or second.name in claimed or _flip_dims(first, rank) != [dim] or \
+            _flip_dims(second, rank) != [dim]:
+        return None
+    x = first.args[0]
+    if not hasattr(x, "name") or x.name not in graph.values:
+        return None
+    return x.name, first.name, second.name
+
+
 def scanned_source(graph: ProblemGraph, node: Node, claimed: set[str]) -> str | None:
     """The value ``node`` scans, where ``node`` is a scan this family writes; else None."""
     if node.name in claimed or node.op not in SCAN_OPS or node.info is None or not node.info.shape:

@@ -28,6 +28,9 @@ class _Writer:
         self.rows = self.dim == len(self.shape) - 1  # the scanned dimension is the contiguous one
         self.anchor = graph.node(group.anchor or "")
         self.acc = expr.compute_dtype(out_dtype(self.anchor))
+        # A reverse scan (flip, scan, flip): the kernel walks the dimension from its end; the flips are not computed.
+        self.flips: tuple[str, ...] = tuple(group.detail.get("flips", ()))
+        self.reverse = bool(self.flips)
         self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in group.inputs}
         self.strided = [v for v in group.inputs if self.modes[v] == "strided"]
 
@@ -134,7 +137,7 @@ class _Writer:
     def _scan_step(self, env: dict[str, expr.Value], scan_axis: int, out_offset: str) -> list[str]:
         """One tile inside the loop: the prologue, the scan with the carry, the epilogue and the stores."""
         graph, group = self.graph, self.group
-        members = [graph.node(n) for n in group.nodes]
+        members = [graph.node(n) for n in group.nodes if n not in self.flips]
         anchor_index = next(i for i, n in enumerate(members) if n.name == self.anchor.name)
         emitter = expr.PointwiseEmitter()
         emitter.emit_all(members[:anchor_index], env)
@@ -142,14 +145,17 @@ class _Writer:
         source = env[group.detail["source"]]
         value = self._to_scanned_type(source)
         loop.append(f"x = tl.where(mask, {value}, {_IDENTITY[self.op]})  # the identity in the padding lanes")
+        reverse = ", reverse=True" if self.reverse else ""
         if self.op == "cumsum":
-            loop.append(f"scanned = tl.cumsum(x, axis={scan_axis}) + carry{self._expand(scan_axis)}")
+            loop.append(f"scanned = tl.cumsum(x, axis={scan_axis}{reverse}) + carry{self._expand(scan_axis)}")
             loop.append(f"carry += tl.sum(x, axis={scan_axis})")
         else:
-            loop.append(f"scanned = tl.associative_scan(x, {scan_axis}, {self.ident}_mul) * "
+            loop.append(f"scanned = tl.associative_scan(x, {scan_axis}, {self.ident}_mul{reverse}) * "
                         f"carry{self._expand(scan_axis)}")
             loop.append(f"carry *= tl.reduce(x, {scan_axis}, {self.ident}_mul)")
         env[self.anchor.name] = expr.Value("scanned", self.acc)
+        if self.reverse:
+            env[self.flips[1]] = env[self.anchor.name]  # flip(scan(flip(x))): the reverse scan, in place
         emitter = expr.PointwiseEmitter()
         emitter.emit_all(members[anchor_index + 1:], env)
         loop += emitter.lines
@@ -170,12 +176,18 @@ class _Writer:
         else:
             body.append(f"carry = tl.full({carry_shape}, 1, dtype={acc_tl})  # the running product of every "
                         f"{'row' if rows else 'column'}")
-        if rows:
-            body.append("for start in range(0, n_cols, BLOCK_N):")
-            loop[:0] = ["cols = start + lanes", "mask = row_mask[:, None] & (cols < n_cols)[None, :]"]
+        length, tile = ("n_cols", "BLOCK_N") if rows else ("n_scan", "BLOCK_L")
+        head = []
+        if self.reverse:  # from the last tile to the first, each scanned from its end
+            body.append(f"for back in range(0, {length}, {tile}):")
+            head.append(f"start = ({length} - 1) // {tile} * {tile} - back")
         else:
-            body.append("for start in range(0, n_scan, BLOCK_L):")
-            loop[:0] = ["steps = start + lanes", "mask = (steps < n_scan)[:, None] & inner_mask[None, :]"]
+            body.append(f"for start in range(0, {length}, {tile}):")
+        if rows:
+            head += ["cols = start + lanes", "mask = row_mask[:, None] & (cols < n_cols)[None, :]"]
+        else:
+            head += ["steps = start + lanes", "mask = (steps < n_scan)[:, None] & inner_mask[None, :]"]
+        loop[:0] = head
         loop += self._scan_step(env, scan_axis, out_offset)
         body += [f"    {line}" for line in loop]
 
