@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from kernelwright.generate import expr
+from kernelwright.generate.families.base import graph_node
 from kernelwright.generate.graph import Node, ProblemGraph
 
 SCAN_OPS = ("cumsum", "cumprod")
@@ -34,9 +35,9 @@ def reversed_scan(graph: ProblemGraph, node: Node, claimed: set[str]) -> tuple[s
     before = node.args[0] if node.args else None
     if not rank or not hasattr(before, "name") or before.name in claimed or before.name not in graph.values:
         return None
-    first = graph.node(before.name)
+    first = graph_node(graph, before.name)  # None for a placeholder (the forward's input)
     users = graph.consumers(node.name)
-    if first.op != "flip" or [u.name for u in graph.consumers(first.name)] != [node.name] or len(users) != 1:
+    if first is None or first.op != "flip" or [u.name for u in graph.consumers(first.name)] != [node.name] or len(users) != 1:
         return None
     second = users[0]
     dim = scan_dim(node, rank)
