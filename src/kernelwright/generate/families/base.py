@@ -258,6 +258,16 @@ def operand_layout_lines(inputs: Sequence[str], modes: Mapping[str, str]) -> lis
     return lines
 
 
+def outside_reads(graph: ProblemGraph, group: Group, nodes: Sequence[str]) -> list[str]:
+    """The tensors from outside ``group`` that ``nodes`` (its epilogue, its prologue) read, in order."""
+    members, reads = set(group.nodes), []
+    for name in nodes:
+        for v in node_inputs(graph.node(name)):
+            if v not in members and v in graph.values and v not in reads:
+                reads.append(v)
+    return reads
+
+
 def flat_lanes(count: str) -> list[str]:
     """Kernel lines for a program of ``BLOCK`` consecutive elements of a flat range of ``count``: ``offs`` (64-bit
     when the ``IDX64`` constexpr says the tensors need it) and ``mask``."""

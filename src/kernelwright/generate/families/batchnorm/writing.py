@@ -16,7 +16,7 @@ from kernelwright.generate.families.batchnorm.matching import (
     SAVE_RSTD,
     BatchNorm,
 )
-from kernelwright.generate.graph import ProblemGraph, node_inputs
+from kernelwright.generate.graph import ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
 
 # Programs to aim for in the statistics pass (channels x shares): enough to fill an H100/H200 twice over.
@@ -48,15 +48,9 @@ class _Writer:
         self.bn: BatchNorm = group.detail["bn"]
         self.shape: tuple[int, ...] = tuple(group.detail["shape"])
         self.epilogue: tuple[str, ...] = tuple(group.detail["epilogue"])
-        members = set(group.nodes)
-        operands: list[str] = []
-        for name in self.epilogue:
-            for v in node_inputs(graph.node(name)):
-                if v not in members and v in graph.values and v not in operands:
-                    operands.append(v)
-        self.operands = operands
-        self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in operands}
-        self.strided = [v for v in operands if self.modes[v] == "strided"]
+        self.operands = base.outside_reads(graph, group, self.epilogue)
+        self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in self.operands}
+        self.strided = [v for v in self.operands if self.modes[v] == "strided"]
         stats = {SAVE_MEAN, SAVE_RSTD, RUNNING_MEAN, RUNNING_VAR}
         self.stat_outputs = {i: n for i, n in self.bn.items if i in stats and n in group.outputs}
         self.full_outputs = [o for o in group.outputs if o not in self.stat_outputs.values()]

@@ -19,7 +19,7 @@ from kernelwright.generate.families.conv.transposed import (
     transposed_main_loop,
     transposed_weight_line,
 )
-from kernelwright.generate.graph import ProblemGraph, node_inputs
+from kernelwright.generate.graph import ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
 
 
@@ -40,14 +40,8 @@ class _Renderer:
         self.spatial = Spatial(len(self.shape) - 2)
         self.grouped = r.groups > 1
         self.channel_params = [p for p in (r.bias, r.bn_weight, r.bn_bias, r.bn_mean, r.bn_var) if p is not None]
-        members = set(group.nodes)
-        operands: list[str] = []
-        for name in r.pointwise:
-            for v in node_inputs(graph.node(name)):
-                if v not in members and v in graph.values and v not in operands:
-                    operands.append(v)
-        self.operands = operands  # tensors the pointwise epilogue reads
-        self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in operands}
+        self.operands = base.outside_reads(graph, group, r.pointwise)  # tensors the pointwise epilogue reads
+        self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in self.operands}
 
     # -- the epilogue, shared by both variants ---------------------------------------------------------------
     def _epilogue(self, conv_value: str, ctx: _Indexing) -> tuple[list[str], dict[str, expr.Value]]:

@@ -11,7 +11,7 @@ from kernelwright.generate import expr
 from kernelwright.generate.families import base
 from kernelwright.generate.families.base import Config, Group, Rendered
 from kernelwright.generate.families.pool.matching import Pooling
-from kernelwright.generate.graph import ProblemGraph, node_inputs
+from kernelwright.generate.graph import ProblemGraph
 
 # Windows of up to this many taps are unrolled (tl.static_range); larger ones are loops.
 UNROLL_TAPS = 64
@@ -49,12 +49,7 @@ class _Writer:
 
     def _reads(self, nodes: tuple[str, ...]) -> list[str]:
         """The tensors from outside the group that ``nodes`` read, in order."""
-        members, reads = set(self.group.nodes), []
-        for name in nodes:
-            for v in node_inputs(self.graph.node(name)):
-                if v not in members and v in self.graph.values and v not in reads:
-                    reads.append(v)
-        return reads
+        return base.outside_reads(self.graph, self.group, nodes)
 
     # -- the kernel ------------------------------------------------------------------------------------------
     def _params(self) -> list[str]:
