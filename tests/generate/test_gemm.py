@@ -162,6 +162,31 @@ def test_broadcast_batched_matmul_at_a_second_shape(check) -> None:
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
 
 
+def test_triangular_result_and_row_index_computed_from_tile_coordinates(check) -> None:
+    """``triu(a @ b, 1)`` of a batched product plus a term in the row's index: export writes the triangle as two
+    ``arange``s, their difference and a ``where``, the row index as another ``arange``. The kernel computes all of
+    them from its tile coordinates (no index tensor is made, nothing is left to PyTorch); odd sizes, a second
+    shape."""
+    the_plan, verdict = check("triu_bmm", """
+        class Model(nn.Module):
+            def forward(self, a, b):
+                rows = torch.arange(a.shape[1], device=a.device)[:, None]
+                return torch.triu(torch.bmm(a, b), diagonal=1) + rows * 0.25
+
+        batch, m, k, n = 2, 37, 19, 45
+
+        def get_inputs():
+            return [torch.randn(batch, m, k), torch.randn(batch, k, n)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
+    assert _ops(the_plan).count("arange") == 3
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+
+
 # ------------------------------------------------------------------------------------- no verifier: fast checks
 def test_regroup_tracks_dimensions_symbolically() -> None:
     x0, x1, x2 = Atom("x", 0, 3), Atom("x", 1, 5), Atom("x", 2, 16)

@@ -11,14 +11,14 @@ from typing import Any
 
 import torch
 
-from kernelwright.generate.families.attention.mask import (
+from kernelwright.generate.families.base import broadcastable, graph_node
+from kernelwright.generate.families.symbolic import (
     MaskEvaluator,
     NotAMask,
     additive_test,
     broadcast_shape,
     masked_keys,
 )
-from kernelwright.generate.families.base import broadcastable, graph_node
 from kernelwright.generate.graph import Node, ProblemGraph, Ref
 from kernelwright.generate.operators import CASTS, COPIES, PERMUTES, RESHAPES
 

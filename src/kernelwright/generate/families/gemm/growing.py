@@ -1,12 +1,14 @@
 """What a GEMM group absorbs after the matmul: views of the result and every pointwise node of the tile's shape
 that reads it (a DAG, so ``silu = x * sigmoid(x)`` fuses too), the pointwise nodes that only compute such an
-operand (``beta * c``), and the constants only the epilogue reads."""
+operand (``beta * c``), the constants only the epilogue reads, and index values (``arange``s and their sums and
+views: the mask of ``triu(a @ b)``), computed from the tile's coordinates instead of read."""
 
 from __future__ import annotations
 
 from kernelwright.generate.families.base import broadcastable, depends_on, fusable_pointwise
 from kernelwright.generate.families.gemm.matching import GLUE_RESHAPES, Matmul
 from kernelwright.generate.families.gemm.model import Dim, GemmPlan, dim_size, regroup
+from kernelwright.generate.families.symbolic import index_form
 from kernelwright.generate.graph import ProblemGraph, node_inputs
 from kernelwright.generate.operators import CONSTANTS
 
@@ -59,10 +61,38 @@ def grow(graph: ProblemGraph, mm: Matmul, claimed: set[str]) -> tuple[GemmPlan, 
                  and n.name in operand_levels and all(u in readers for u in graph.users.get(n.name, []))]
     for name in constants:
         del operand_levels[name]
+    indices, index_nodes = _index_operands(graph, operand_levels, levels[anchor.name], claimed,
+                                           readers | set(constants), keep={bias})
     plan = GemmPlan(anchor=anchor.name, batched=mm.rank == 3, a=mm.a, b=mm.b, bias=bias, alpha=mm.alpha,
                     beta=mm.beta, epilogue=tuple(epilogue), producers=tuple(producers), constants=tuple(constants),
-                    levels=levels, operand_levels=operand_levels, resolved=mm.resolved)
-    return plan, [*a_glue, *b_glue, anchor.name, *epilogue, *producers, *constants]
+                    levels=levels, operand_levels=operand_levels, indices=indices, resolved=mm.resolved)
+    return plan, [*a_glue, *b_glue, anchor.name, *epilogue, *producers, *constants, *index_nodes]
+
+
+def _index_operands(graph: ProblemGraph, operand_levels: dict[str, tuple[Dim, ...]], tile: tuple[Dim, ...],
+                    claimed: set[str], readers: set[str], keep: set[str | None]
+                    ) -> tuple[dict[str, tuple[int, int, float]], list[str]]:
+    """Epilogue operands that are affine functions of the tile's row and column (``arange(M)[:, None]``, ``j - i``)
+    and that nothing but the group reads: ``{operand: (row coefficient, column coefficient, constant)}`` and the
+    nodes computing them, which join the group (the kernel computes the values from its coordinates; PyTorch
+    makes no index tensor)."""
+    indices: dict[str, tuple[int, int, float]] = {}
+    nodes: list[str] = []
+    for value in list(operand_levels):
+        if value in keep or operand_levels[value] != tile or value in graph.outputs:
+            continue
+        form = index_form(graph, value)
+        if form is None:
+            continue
+        coef, const, sources = form
+        inside = readers | sources
+        if set(coef) - {0, 1} or sources & claimed or any(
+                n in graph.outputs or not all(u in inside for u in graph.users.get(n, [])) for n in sources):
+            continue
+        del operand_levels[value]
+        indices[value] = (coef.get(1, 0), coef.get(0, 0), const)
+        nodes += [n for n in sources if n not in nodes]
+    return indices, nodes
 
 
 def _absorb_producers(graph: ProblemGraph, operand_levels: dict[str, tuple[Dim, ...]], claimed: set[str],

@@ -151,4 +151,6 @@ class GemmPlan:
     constants: tuple[str, ...]  # constant nodes (full, scalar_tensor) only the epilogue reads: inlined
     levels: Mapping[str, tuple[Dim, ...]]  # symbolic shape of the anchor and of every epilogue value
     operand_levels: Mapping[str, tuple[Dim, ...]]  # epilogue operand -> the shape it is broadcast to
+    # epilogue operands computed from the tile's coordinates: (row coefficient, column coefficient, constant)
+    indices: Mapping[str, tuple[int, int, float]] = field(default_factory=dict)
     resolved: Mapping[str, Dim] = field(default_factory=dict)  # Bcast key -> the dimension it stands for

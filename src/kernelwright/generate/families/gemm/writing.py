@@ -206,6 +206,9 @@ class _Writer:
                 load = f"tl.load(ptrs_{v}, mask=mask, other=0)"
             line, env[v] = load_line(v, load, graph.info(v).dtype)
             body.append(line)
+        for v, (row, col, const) in plan.indices.items():
+            body.append(self.index_line(v, row, col, const))
+            env[v] = expr.Value(f"x_{v}", expr.compute_dtype(graph.info(v).dtype))
         emitter = expr.PointwiseEmitter()
         emitter.emit_all((graph.node(n) for n in (*plan.constants, *plan.producers)), env)
         body += emitter.lines
@@ -230,6 +233,17 @@ class _Writer:
             value = f"{env[o].expr}.to({expr.TL_DTYPE[graph.info(o).dtype]})"
             body.append(f"tl.store(out_{o} + out_offsets, {value}, mask=mask)")
         return body
+
+    def index_line(self, v: str, row: int, col: int, const: float) -> str:
+        """``x_<v> = ...``: an index operand from the tile's coordinates (no tensor read)."""
+        dtype = self.graph.info(v).dtype
+        cast = expr.TL_DTYPE[expr.compute_dtype(dtype)]
+        terms = [t for t in (_term(row, "(row0 + rm)", cast, "[:, None]"), _term(col, "(col0 + rn)", cast, "[None, :]"))
+                 if t]
+        number = int(const) if not dtype.is_floating_point else float(const)
+        if number:
+            terms.append(repr(number))
+        return f"x_{v} = {' + '.join(terms)}  # {self.graph.node(v).op}: an index value, computed, not read"
 
     def launcher(self, kernel: str) -> list[str]:
         graph, plan, cfg, L = self.graph, self.plan, self.config, self.local
@@ -304,6 +318,13 @@ class _Writer:
                       "    )"]
         lines.append(f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)")
         return lines
+
+
+def _term(coefficient: int, index: str, cast: str, broadcast: str) -> str:
+    if not coefficient:
+        return ""
+    scaled = f"{index}.to({cast})" if coefficient == 1 else f"{coefficient} * {index}.to({cast})"
+    return f"({scaled}){broadcast}"
 
 
 def _wrap(items: Sequence[str], indent: str, width: int = 110) -> list[str]:

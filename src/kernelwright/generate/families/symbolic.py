@@ -1,6 +1,7 @@
-"""The mask of written-out attention: a subgraph of constants (``full``/``arange``/``sub``/comparisons/logical ops/
-``where``/``triu``/``tril``), evaluated symbolically as a function of the query row i and the key column j, so that
-a causal mask is recognised as such whatever the sizes."""
+"""Constant subgraphs evaluated symbolically (``full``/``arange``/``sub``/comparisons/logical ops/``where``/``triu``/
+``tril``): values as functions of the index along each dimension, whatever the sizes. Attention reads a mask from
+them (a causal mask is recognised as such); the GEMM epilogue computes index values (``triu`` of a product's
+``arange`` comparisons) from the tile's coordinates instead of reading tensors PyTorch made."""
 
 from __future__ import annotations
 
@@ -190,6 +191,8 @@ class MaskEvaluator:
                 if strip_old != strip_new:
                     return None  # only leading 1s may come or go
             return _remap(x, shape, lambda n: n if n < len(old) else None)
+        if op == "slice":
+            return self._slice(node, shape)
         if op in ("add", "sub"):
             a, b = self.value(args[0]), self.value(args[1])
             alpha = node.kwargs.get("alpha", args[2] if len(args) > 2 else 1)
@@ -243,6 +246,31 @@ class MaskEvaluator:
                         kept.forms + (_form(offset.affine),))
         return None
 
+    def _slice(self, node: Node, shape: tuple[int, ...]) -> _Sym | None:
+        """``x[..., start::step, ...]`` of an affine value or a constant (``arange(n)[:, None]`` is a full slice and
+        an unsqueeze): index k of the result is index ``start + step * k`` of ``x``."""
+        x = self.value(node.args[0])
+        if x is None:
+            return None
+        rank = len(x.shape)
+        dim = node.args[1] if len(node.args) > 1 else 0
+        start = node.args[2] if len(node.args) > 2 else 0
+        step = node.args[4] if len(node.args) > 4 else 1
+        start = 0 if start is None else start
+        if not all(isinstance(v, int) for v in (dim, start, step)) or step < 1 or not -rank <= dim < rank:
+            return None
+        dim %= rank
+        if start < 0:
+            start = max(start + x.shape[dim], 0)
+        if x.affine is None:
+            return x if not x.forms else None  # a constant; a step value's forms would move
+        right = rank - 1 - dim
+        coef = dict(x.affine[0])
+        const = x.affine[1] + coef.get(right, 0) * start
+        if right in coef:
+            coef[right] *= step
+        return _affine(coef, const, shape)
+
 
 def masked_keys(mask: _Sym, scores: Sequence[int], test: Callable[[Any], bool]) -> str | None:
     """What the mask does to scores of shape ``scores`` (…, L, S), where ``test(value)`` says whether a mask
@@ -291,3 +319,17 @@ def additive_test(value: Any) -> bool:
         raise NotAMask
     return False
 
+
+
+def index_form(graph: ProblemGraph, value: str) -> tuple[dict[int, int], float, set[str]] | None:
+    """``value`` as an affine function of its indices, ``({dim_from_right: coefficient}, constant)``, with the nodes
+    it is computed from (``arange``s and their views, sums, casts); None where it is not such a constant (a tensor
+    that reads data, a comparison, a product of indices)."""
+    evaluator = MaskEvaluator(graph)
+    sym = evaluator.value(Ref(value))
+    if sym is None or sym.affine is None or not sym.affine[0]:
+        return None
+    coef, const = sym.affine
+    if not math.isfinite(const):
+        return None
+    return dict(coef), const, set(evaluator.nodes)
