@@ -33,8 +33,9 @@ def codes(verdict) -> set[str]:
     return {f.code for f in verdict.findings}
 
 
-def test_honest_triton_softmax_passes_every_trial(run) -> None:
-    verdict = run("softmax_ok.py")
+def test_honest_triton_softmax_passes_every_trial(run, tmp_path: Path) -> None:
+    progress = tmp_path / "progress" / "verify.jsonl"
+    verdict = run("softmax_ok.py", progress_file=str(progress))
     assert verdict.status is Status.PASSED, verdict.message
     assert verdict.clean
     kinds = [t.kind for t in verdict.trials]
@@ -46,6 +47,16 @@ def test_honest_triton_softmax_passes_every_trial(run) -> None:
     assert "timing not measured" in verdict.message
     data = json.loads(verdict_json(verdict))
     assert data["status"] == "passed" and data["seed"] == 7
+    # The progress file names each step as it starts and ends, in order, with the verdict's own durations.
+    lines = [json.loads(line) for line in progress.read_text().splitlines()]
+    assert [(x["phase"], x["event"]) for x in lines[:4]] == [("reference", "start"), ("reference", "end"),
+                                                            ("candidate", "start"), ("candidate", "end")]
+    ends: dict[str, float] = {}
+    for x in lines:
+        if x["event"] == "end":
+            ends[x["phase"]] = ends.get(x["phase"], 0.0) + x["s"]
+    assert all(ends[name] == pytest.approx(s, abs=0.05) for name, s in verdict.phases.items() if name in ends)
+    assert [x["at_s"] for x in lines] == sorted(x["at_s"] for x in lines)
 
 
 def test_the_seed_is_recorded_and_replays_the_same_trials(run) -> None:

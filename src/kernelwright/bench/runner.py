@@ -145,7 +145,9 @@ def run_task(task: Task) -> tuple[dict[str, Any], dict[str, Any]]:
 def _verify_options(task: Task) -> dict[str, Any]:
     settings = task.settings
     modes = tuple(b for b in settings.baselines if b in COMPILE_MODES)
-    return {"compile_baseline": bool(modes), "compile_modes": modes, "reuse_baselines": task.reuse_baselines}
+    return {"compile_baseline": bool(modes), "compile_modes": modes, "reuse_baselines": task.reuse_baselines,
+            # each step of a GPU verify as it starts and ends: a verify cut by the problem's budget says where it was
+            "progress_file": str(settings.out_dir / task.problem.name / "verify-progress.jsonl")}
 
 
 def _measured_baselines(verdict: Any, task: Task) -> dict[str, Any]:

@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reduced automatically)")
     p.add_argument("--full-size", action="store_true",
                    help="without a GPU, check at the problem's sizes as written, however slow")
+    p.add_argument("--progress", default=None, metavar="FILE",
+                   help="append a JSON line to FILE as each step of the protocol starts and ends (where a verify "
+                        "that something killed was)")
     p.add_argument("--explain", action=_Explain, metavar="CODE",
                    help="print what a finding code means (its class, severity and what to do) and exit")
 
@@ -95,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         size_overrides=_sizes(args.size),
         reduce_on_cpu=not args.full_size,
+        progress_file=args.progress,
     )
     verdict = verify(args.problem, args.candidate, options)
     if args.json:

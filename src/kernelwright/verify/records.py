@@ -43,6 +43,9 @@ class VerifyOptions:
     # Without a GPU and without size_overrides: shrink a problem too big for the Triton interpreter (its inputs over
     # cpu_max_elements) to sizes it can check in reasonable time, and say so. False checks at the sizes as written.
     reduce_on_cpu: bool = True
+    # A file each step of the protocol appends a JSON line to as it starts and ends ({"phase", "event", "at_s",
+    # "s"}): where a verify that a caller's limit kills was (the verdict says it only when the verify ends).
+    progress_file: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,7 @@ runs (they are deleted from disk first), judges every output (:mod:`kernelwright
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import secrets
@@ -137,6 +138,7 @@ class _Verification:
         self.work: Any = None
         self.reference_kernels: list[str] = []
         self.phases: dict[str, float] = {}
+        self.started = time.monotonic()
         self.budget_cut: str | None = None  # the job the deadline stopped, if it did
         self.ceilings: dict[str, Any] = {}  # the device's measured ceilings (the baseline job or the cache)
         self.expected_trials: list[int] = []  # the trials the candidate's child must report
@@ -169,12 +171,28 @@ class _Verification:
     # -- the whole protocol -------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _phase(self, name: str) -> Iterator[None]:
-        """Wall time of one step of the protocol, for the verdict (where a slow verify spends its time)."""
+        """Wall time of one step of the protocol, for the verdict (where a slow verify spends its time), and in
+        the progress file as it starts and ends."""
         started = time.monotonic()
+        self._progress(name, "start")
         try:
             yield
         finally:
-            self.phases[name] = round(self.phases.get(name, 0.0) + time.monotonic() - started, 2)
+            took = time.monotonic() - started
+            self.phases[name] = round(self.phases.get(name, 0.0) + took, 2)
+            self._progress(name, "end", s=round(took, 2))
+
+    def _progress(self, phase: str, event: str, **extra: Any) -> None:
+        if not self.opts.progress_file:
+            return
+        line = {"phase": phase, "event": event, "at_s": round(time.monotonic() - self.started, 2), **extra,
+                "lock_wait_s": self.phases.get("gpu_lock_wait", 0.0)}
+        try:
+            Path(self.opts.progress_file).parent.mkdir(parents=True, exist_ok=True)
+            with open(self.opts.progress_file, "a") as f:
+                f.write(json.dumps(line) + "\n")
+        except OSError as exc:  # a diagnostic: never the verdict's problem
+            log.info("progress file %s: %s", self.opts.progress_file, exc)
 
     def run(self) -> Verdict:
         try:
