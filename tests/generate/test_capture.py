@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernelwright.errors import InputError
 from kernelwright.generate.graph import capture
@@ -141,3 +142,46 @@ def test_a_small_tensor_constant_of_the_forward_is_written_out(check) -> None:
     """)
     assert the_plan.fully_covered and list(the_plan.graph.constants.values())[0].item() == 0.25
     assert verdict.passed, verdict.message
+
+
+NUMBER_ARGUMENTS = """
+class Model(nn.Module):
+    def forward(self, x, scale: float, shift: int):
+        return torch.relu(x * scale) + shift
+
+def get_inputs():
+    return [torch.randn(37, 24), 3.14, 2]
+
+def get_init_inputs():
+    return []
+"""
+
+_OTHER_NUMBERS = """
+import sys, torch
+from kernelwright.problem.files import import_from_path
+problem, candidate = import_from_path(sys.argv[1], "p"), import_from_path(sys.argv[2], "c")
+ref, new = problem.Model(), candidate.ModelNew()
+x = torch.randn(37, 24)
+for scale, shift in ((3.14, 2), (-0.5, 7), (1e-3, -4)):
+    torch.testing.assert_close(new(x, scale, shift), ref(x, scale, shift))
+print("same")
+"""
+
+
+def test_numbers_the_forward_takes_are_read_at_run_time_not_baked(tmp_path: Path) -> None:
+    # KernelBench level 1 `5_Matrix_scalar_multiplication` takes `s: float`; export bakes a number into the graph as a
+    # constant, so it is captured as a 0-d tensor: the candidate's kernel reads the number it is called with.
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import generate
+
+    problem = write_problem(tmp_path, "numbers", NUMBER_ARGUMENTS)
+    the_plan, candidate = generate(problem, tmp_path / "candidate.py")
+    assert the_plan.fully_covered and [g.family for g in the_plan.groups] == ["pointwise"]
+    assert the_plan.graph.scalar_inputs == {"scale": torch.float32, "shift": torch.int64}
+    assert "3.14" not in candidate.read_text()
+    run = subprocess.run([sys.executable, "-c", _OTHER_NUMBERS, str(problem), str(candidate)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert run.returncode == 0 and "same" in run.stdout, run.stderr[-2000:]

@@ -178,8 +178,12 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
     for i in range(graph.n_forward_args):
         forward_args.append(next(input_names) if i in positions else f"_unused_{i}")
     body: list[str] = []
-    if graph.inputs:
-        body.append(f"_device = {graph.inputs[0]}.device")
+    tensors = [v for v in graph.inputs if v not in graph.scalar_inputs]
+    if tensors:
+        body.append(f"_device = {tensors[0]}.device")
+    for name, dtype in graph.scalar_inputs.items():  # a number the forward takes, read by kernels as a 0-d tensor
+        device = "_device" if tensors else "'cpu'"
+        body.append(f"{name} = torch.as_tensor({name}, dtype={dtype}, device={device})")
     used = {v for n in graph.nodes for v in node_inputs(n)} | set(graph.outputs)
     for placeholder, fqn in graph.parameters.items():
         if placeholder in used:

@@ -112,6 +112,9 @@ class ProblemGraph:
     writes: tuple[tuple[str, str, str], ...] = ()
     # Small tensors the forward creates (`torch.tensor(self.value)`), by placeholder: written out in the candidate.
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
+    # Numbers the forward takes (a float scale), by placeholder: the candidate turns each into a 0-d tensor of this
+    # dtype (fp32, as PyTorch computes with a number next to fp32 and half tensors; fp64 beside fp64 inputs).
+    scalar_inputs: dict[str, torch.dtype] = field(default_factory=dict)
 
     @property
     def returned(self) -> list[str]:
@@ -285,6 +288,22 @@ def _time_bound(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _numbers_as_tensors(args: list[Any]) -> tuple[list[Any], dict[int, torch.dtype]]:
+    """The forward's arguments with each number (``forward(self, A, s: float)``) as a 0-d tensor, and their dtypes
+    by position: export would bake a number into the graph as a constant, and a candidate built from that graph would
+    ignore the number it is given. A 0-d tensor computes as the number does (it does not promote a tensor's dtype);
+    a float is fp32, as PyTorch computes with a number beside fp32 and half tensors (fp64 beside fp64 inputs)."""
+    widest = torch.float64 if any(isinstance(a, torch.Tensor) and a.dtype == torch.float64 for a in args) \
+        else torch.float32
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    out, numbers = list(args), {}
+    for i, a in enumerate(args):
+        if isinstance(a, (bool, int, float)):
+            numbers[i] = torch.bool if isinstance(a, bool) else torch.int64 if isinstance(a, int) else widest
+            out[i] = torch.tensor(a, dtype=numbers[i], device=device)
+    return out, numbers
+
+
 def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[str, int] | None = None,
             timeout_s: float = CAPTURE_TIMEOUT_S) -> ProblemGraph:
     """Export the problem's reference (at ``size_overrides`` of its size constants, if given) and describe its
@@ -306,6 +325,7 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
     sizes.apply(module, size_overrides or {})
     try:  # shapes and dtypes are all a graph needs: a large problem is captured on the meta device
         model, args = _instantiate(module, seed, torch.device("meta"))
+        args, numbers = _numbers_as_tensors(args)
         if _bytes(model, args) <= REAL_CAPTURE_BYTES:
             raise ValueError("small enough to capture with real tensors")
         exported, dynamic = _export(model, args)
@@ -314,6 +334,7 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
     except Exception as exc:  # small; an operator without a meta kernel; a data-dependent forward: real tensors
         log.info("capturing with real tensors (%s: %s)", type(exc).__name__, exc)
         model, args = _instantiate(module, seed, None, name=problem.path.name)
+        args, numbers = _numbers_as_tensors(args)
         try:
             exported, dynamic = _export(model, args)
         except Exception as exc:
@@ -343,6 +364,7 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
         raise InputError(f"problem {problem.path.name}: the exported graph takes {len(user_inputs)} tensor "
                          f"inputs but get_inputs() returns {len(positions)} tensors; non-tensor inputs that change "
                          "the graph are not supported by the templates")
+    scalar_inputs = {user_inputs[positions.index(i)]: dtype for i, dtype in numbers.items()}
 
     values: dict[str, TensorInfo] = {}
     nodes: list[Node] = []
@@ -394,7 +416,8 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
     graph = ProblemGraph(problem=problem, nodes=nodes, values=values, parameters=parameters, inputs=user_inputs,
                          input_positions=positions, n_forward_args=len(args), outputs=outputs,
                          module_prelude=prelude, init_source=init_source, returns_tuple=returns_tuple,
-                         symbols=symbols, dynamic=dynamic, writes=writes, constants=constants)
+                         symbols=symbols, dynamic=dynamic, writes=writes, constants=constants,
+                         scalar_inputs=scalar_inputs)
     graph.users = _users(nodes)
     return graph
 
