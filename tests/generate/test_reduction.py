@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from kernelwright.generate.families.reduction import ReductionFamily
 from kernelwright.generate.graph import capture
 from kernelwright.generate.plan import plan as make_plan
@@ -274,6 +276,32 @@ def test_split_rows_then_merge(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
     assert sum("partial" in i.name for i in verdict.instructions) == 5
     _assert_compiled(verdict)
+
+
+@pytest.mark.parametrize("config_index", [0, 2])
+def test_integer_sums_count_exactly_in_int64(check, config_index: int) -> None:
+    # A sum of a mask or of integers is int64 in PyTorch (cross-entropy's mean divides by the count of targets
+    # that are not ignored: level 1 `95_CrossEntropyLoss`); counted in int64, never in fp32 (exact only to 2**24).
+    # Config 2 splits the rows and merges the shares' integer partial sums.
+    plan, verdict = check(f"counts_{config_index}", """
+        class Model(nn.Module):
+            def forward(self, x, t, i):
+                kept = (t != -100).sum()
+                return (x > 0).sum(dim=1), i.sum(dim=-1), x.sum() / kept.to(torch.float32)
+
+        rows = 5
+        cols = 300
+
+        def get_inputs():
+            t = torch.randint(0, 4, (cols,))
+            t[::3] = -100
+            return [torch.randn(rows, cols), t, torch.randint(-2**40, 2**40, (rows, cols))]
+
+        def get_init_inputs():
+            return []
+    """, config_index=config_index, distribution_trials=False)
+    assert set(_families(plan)) == {"reduction"} and plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
 
 
 def _plan_of(tmp_path, body: str):

@@ -115,7 +115,9 @@ def fusable_pointwise(node: Node) -> bool:
     if node.sym_args is not None or node.sym_kwargs is not None:
         return False
     if node.op in ELEMENTWISE_COPIES:
-        return set(node.kwargs) <= {"dtype", "memory_format"} and expr.supported(node)
+        # `device` is where the capture ran (decompositions write `device=x.device`): the candidate keeps
+        # every tensor on its inputs' device (the emitter writes captured devices as `_device`).
+        return set(node.kwargs) <= {"dtype", "memory_format", "device"} and expr.supported(node)
     return (node.is_pointwise or node.op in CONSTANTS) and expr.supported(node)
 
 

@@ -18,6 +18,14 @@ INDEX_SENTINEL = 2147483647  # "no index yet" in argmax accumulators; rows are s
 INF, NAN = '-float("inf")', 'float("nan")'
 
 
+def result_dtype(op: Op, i: int) -> torch.dtype:
+    """The dtype of a reduction's ``i``-th result: an index (argmax/argmin's second) and an integer sum (a count of
+    a mask) are int64, every other result fp32."""
+    if (op.reduce in ("argmax", "argmin") and i == 1) or op.reduce == "isum":
+        return torch.int64
+    return torch.float32
+
+
 @dataclass
 class Ctx:
     """Where code is being written: ``tile`` (a [rows, chunk] tile), ``vec`` (one value per output row) or
@@ -240,6 +248,8 @@ class BodyWriter:
         kind = op.reduce
         if kind == "sum":
             ctx.emit(f"{out[0]} = tl.sum(tl.where(mask, {src}, 0.0), axis={ax})")
+        elif kind == "isum":
+            ctx.emit(f"{out[0]} = tl.sum(tl.where(mask, {src}, 0).to(tl.int64), axis={ax})")
         elif kind in ("max", "min", "argmax", "argmin"):
             big = INF if kind.endswith("max") else INF[1:]
             fn = "tl.max" if kind.endswith("max") else "tl.min"
@@ -268,6 +278,8 @@ class BodyWriter:
         a, out, kind = f"acc_{op.name}", [f"s_{v}" for v in op.results], op.reduce
         if kind == "sum":
             return [f"{a} = tl.zeros({self.tile}, tl.float32)"]
+        if kind == "isum":
+            return [f"{a} = tl.zeros({self.tile}, tl.int64)"]
         if kind in ("max", "min"):
             return [f"{a} = tl.full({self.tile}, {INF if kind == 'max' else INF[1:]}, tl.float32)"]
         if kind in ("argmax", "argmin"):
@@ -284,6 +296,8 @@ class BodyWriter:
         ax, a, t, out, kind = self.axis, f"acc_{op.name}", f"t_{op.name}", [f"s_{v}" for v in op.results], op.reduce
         if kind == "sum":
             ctx.emit(f"{a} += tl.where(mask, {src}, 0.0)")
+        elif kind == "isum":
+            ctx.emit(f"{a} += tl.where(mask, {src}, 0).to(tl.int64)")
         elif kind in ("max", "min"):
             fn = "tl.maximum" if kind == "max" else "tl.minimum"
             ctx.emit(f"{a} = {fn}({a}, tl.where(mask, {src}, {INF if kind == 'max' else INF[1:]}), "
@@ -318,7 +332,7 @@ class BodyWriter:
     def reduce_finish(self, op: Op) -> None:
         ax, a, t, out, kind = self.axis, f"acc_{op.name}", f"t_{op.name}", [f"s_{v}" for v in op.results], op.reduce
         emit = self.vec.emit
-        if kind == "sum":
+        if kind in ("sum", "isum"):
             emit(f"{out[0]} = tl.sum({a}, axis={ax})")
         elif kind in ("max", "min", "argmax", "argmin"):
             fn = "tl.max" if kind.endswith("max") else "tl.min"
@@ -333,8 +347,7 @@ class BodyWriter:
 
     def define(self, op: Op) -> None:
         for i, v in enumerate(op.results):
-            index = op.reduce in ("argmax", "argmin") and i == 1
-            self.vec.env[v] = expr.Value(f"s_{v}", torch.int64 if index else torch.float32)
+            self.vec.env[v] = expr.Value(f"s_{v}", result_dtype(op, i))
 
     # -- the kernel body ----------------------------------------------------------------------------------------
     def chunk_lines(self, start: str) -> list[str]:
@@ -448,7 +461,7 @@ class BodyWriter:
     # -- strategy split: partial results per share of a row, then a combining kernel ----------------------------
     def workspace(self) -> list[tuple[str, torch.dtype]]:
         """The partial results the partial kernel writes: (value, dtype), one [n_split, n_q] buffer each."""
-        return [(v, torch.int64 if op.reduce in ("argmax", "argmin") and i == 1 else torch.float32)
+        return [(v, result_dtype(op, i))
                 for op in self.spec.ops if op.kind == "reduce" for i, v in enumerate(op.results)]
 
     def body_partial(self) -> list[str]:
@@ -475,8 +488,9 @@ class BodyWriter:
             out, t, kind = [f"s_{v}" for v in op.results], f"t_{op.name}", op.reduce
             parts = [f"p_{v}" for v in op.results]
             emit(f"# {op.about}: merge the shares")
-            if kind == "sum":
-                emit(f"{parts[0]} = tl.load(ws_{op.results[0]} + at, mask=mask_p, other=0.0)")
+            if kind in ("sum", "isum"):
+                zero = "0" if kind == "isum" else "0.0"
+                emit(f"{parts[0]} = tl.load(ws_{op.results[0]} + at, mask=mask_p, other={zero})")
                 emit(f"{out[0]} = tl.sum({parts[0]}, axis=0)")
             elif kind in ("max", "min", "argmax", "argmin"):
                 big = INF if kind.endswith("max") else INF[1:]

@@ -29,12 +29,14 @@ def _arg(node: Node, index: int, key: str, default: Any) -> Any:
     return node.kwargs.get(key, default)
 
 
-def _data(graph: ProblemGraph, node: Node) -> tuple[str, tuple[int, ...]] | None:
+def _data(graph: ProblemGraph, node: Node, *, integers: bool = False) -> tuple[str, tuple[int, ...]] | None:
+    """The reduced tensor and its shape: a floating one (or, with ``integers``, a bool or integer one too)."""
     a = node.args[0] if node.args else None
     if not isinstance(a, Ref) or a.name not in graph.values:
         return None
     info = graph.info(a.name)
-    if info.dtype not in FLOAT_INPUTS or not info.shape:
+    counted = integers and (info.dtype == torch.bool or not info.dtype.is_floating_point)
+    if (info.dtype not in FLOAT_INPUTS and not counted) or not info.shape:
         return None
     return a.name, tuple(info.shape)
 
@@ -59,15 +61,21 @@ def _getitems(graph: ProblemGraph, node: Node) -> dict[int, str]:
 
 
 def _sum_mean(graph: ProblemGraph, node: Node) -> Anchor | None:
-    data = _data(graph, node)
+    data = _data(graph, node, integers=node.op == "sum")
     dtype = node.kwargs.get("dtype")
-    if data is None or (dtype is not None and dtype not in FLOAT_INPUTS):
+    if data is None or (dtype is not None and dtype not in FLOAT_INPUTS and dtype != torch.int64):
         return None
     x, shape = data
     layout = _layout(shape, _arg(node, 1, "dim", None))
     if layout is None:
         return None
     n = node.name
+    if node.info is not None and node.info.dtype == torch.int64:
+        # A sum of a mask or of integers (a count: cross-entropy's non-ignored targets): exact, in int64.
+        return Anchor(layout, [Op(name=f"{n}__reduce", level=VEC, kind="reduce", reduce="isum", deps=(x,),
+                                  results=(n,), about="integer sum")], [n])
+    if node.info is None or not node.info.dtype.is_floating_point:
+        return None
     if node.op == "sum":
         return Anchor(layout, [Op(name=f"{n}__reduce", level=VEC, kind="reduce", reduce="sum", deps=(x,),
                                    results=(n,), about="sum")], [n])
