@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -24,13 +25,17 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_no_time_left_is_a_timeout_verdict_before_anything_runs() -> None:
+def test_no_time_left_is_a_timeout_verdict_before_anything_runs(tmp_path: Path) -> None:
     started = time.monotonic()
+    progress = tmp_path / "progress.jsonl"
     verdict = verify(SOFTMAX, HERE / "candidates" / "softmax_ok.py",
-                     VerifyOptions(device="cpu", seed=1, deadline=time.monotonic() - 1))
+                     VerifyOptions(device="cpu", seed=1, deadline=time.monotonic() - 1, progress_file=str(progress)))
     assert str(verdict.status) == "timeout" and "budget ran out before the reference job" in verdict.message
     assert [f.code for f in verdict.findings] == ["budget-spent"]
     assert time.monotonic() - started < 5
+    # The progress file says which step the budget stopped.
+    events = [(x["phase"], x["event"]) for x in map(json.loads, progress.read_text().splitlines())]
+    assert events == [("reference", "start"), ("reference", "stopped")]
 
 
 @pytest.mark.slow

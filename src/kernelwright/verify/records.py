@@ -44,7 +44,8 @@ class VerifyOptions:
     # cpu_max_elements) to sizes it can check in reasonable time, and say so. False checks at the sizes as written.
     reduce_on_cpu: bool = True
     # A file each step of the protocol appends a JSON line to as it starts and ends ({"phase", "event", "at_s",
-    # "s"}): where a verify that a caller's limit kills was (the verdict says it only when the verify ends).
+    # "s"}; event "start", "end", or "stopped" where a signal or an exception left the step): where a verify that a
+    # caller's limit kills was (the verdict says it only when the verify ends).
     progress_file: str | None = None
 
 

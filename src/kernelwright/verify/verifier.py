@@ -172,15 +172,17 @@ class _Verification:
     @contextlib.contextmanager
     def _phase(self, name: str) -> Iterator[None]:
         """Wall time of one step of the protocol, for the verdict (where a slow verify spends its time), and in
-        the progress file as it starts and ends."""
+        the progress file as it starts and ends ("end", or "stopped" where an exception or a signal left it)."""
         started = time.monotonic()
         self._progress(name, "start")
+        ended = "stopped"  # an exception or a signal (Ctrl-C, a call's limit) left the step
         try:
             yield
+            ended = "end"
         finally:
             took = time.monotonic() - started
             self.phases[name] = round(self.phases.get(name, 0.0) + took, 2)
-            self._progress(name, "end", s=round(took, 2))
+            self._progress(name, ended, s=round(took, 2))
 
     def _progress(self, phase: str, event: str, **extra: Any) -> None:
         if not self.opts.progress_file:
