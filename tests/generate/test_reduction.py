@@ -352,8 +352,10 @@ def test_space_default_first_and_the_other_strategy_second(tmp_path) -> None:
 
 
 def test_a_run_time_size_in_the_epilogue_is_not_baked_in(check) -> None:
-    # `* x.shape[-1]` is a symbol of the capture: a kernel that absorbed it would multiply by the captured 40 at
-    # every shape (the second-shape trial saw it: a layer-norm backward graph came out wrong at reduced sizes).
+    # `* x.shape[-1]` is a symbol of the capture: a kernel that absorbed it as the captured 40 would be wrong at
+    # every other shape (the second-shape trial saw it: a layer-norm backward graph came out wrong at reduced
+    # sizes). The reduction leaves it; the pointwise family takes the sizes as kernel arguments, computed from the
+    # tensors by the forward (level 1 `98_KLDivLoss` divides by the batch size).
     plan, verdict = check("size_scaled", """
         class Model(nn.Module):
             def forward(self, x):
@@ -370,5 +372,7 @@ def test_a_run_time_size_in_the_epilogue_is_not_baked_in(check) -> None:
     """)
     assert verdict.status is Status.PASSED, verdict.message
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
-    assert _families(plan) == ["reduction"]
-    assert sorted(plan.graph.node(n).op for n in plan.uncovered) == ["mul", "sub"]  # PyTorch reads the size
+    assert _families(plan) == ["reduction", "pointwise"] and plan.fully_covered
+    (sized,) = [g for g in plan.groups if g.family == "pointwise"]
+    assert sorted(plan.graph.node(n).op for n in sized.nodes) == ["mul", "sub"]
+    assert len(sized.detail["sizes"]) == 2  # x.shape[-1] and x.shape[0], read when the forward runs

@@ -101,8 +101,14 @@ def _symbols_used(value: Any, symbols: Mapping[str, Symbol], out: list[str]) -> 
 
 
 def _node_symbols(graph: ProblemGraph, node: Node) -> list[str]:
+    return _symbols(graph, (node.sym_args or (), node.sym_kwargs or {}))
+
+
+def _symbols(graph: ProblemGraph, value: Any) -> list[str]:
+    """The symbols ``value`` (names, or arguments holding Refs) needs, dependencies first."""
     found: list[str] = []
-    _symbols_used((node.sym_args or (), node.sym_kwargs or {}), graph.symbols, found)
+    refs = [Ref(v) if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
+    _symbols_used(refs, graph.symbols, found)
     return found
 
 
@@ -136,12 +142,14 @@ def _schedule(plan: Plan) -> list[tuple[str, Any]]:
 
     def needs(item: tuple[str, Any]) -> set[str]:
         if item[0] == "group":
-            return set(plan.groups[item[1]].inputs)
-        node = graph.node(item[1])
+            group = plan.groups[item[1]]
+            symbols = _symbols(graph, list(group.detail.get("sizes", ())))
+        else:
+            group, node = None, graph.node(item[1])
+            symbols = _node_symbols(graph, node)
         # A size taken from another tensor (x.size(0)) needs that tensor computed first.
-        sized = {r for s in _node_symbols(graph, node) for r in _tensor_refs(graph.symbols[s].args)
-                 if r in graph.values}
-        return set(node_inputs(node)) | sized
+        sized = {r for s in symbols for r in _tensor_refs(graph.symbols[s].args) if r in graph.values}
+        return (set(group.inputs) if group is not None else set(node_inputs(node))) | sized
 
     ordered: list[tuple[str, Any]] = []
     available = set(graph.values) - {n.name for n in graph.nodes}  # placeholders
@@ -195,8 +203,13 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
     for kind, ref in _schedule(plan):
         if kind == "group":
             group = plan.groups[ref]
+            sizes = list(group.detail.get("sizes", ()))  # run-time sizes the group's kernel computes with
+            for name in _symbols(graph, sizes):
+                if name not in defined:
+                    defined.add(name)
+                    body.append(f"{name} = {_symbol_expr(graph.symbols[name])}")
             targets = ", ".join(group.outputs) + ("," if len(group.outputs) == 1 else "")
-            body.append(f"{targets} = {rendered[ref].launcher}({', '.join(group.inputs)})")
+            body.append(f"{targets} = {rendered[ref].launcher}({', '.join([*group.inputs, *sizes])})")
         else:
             node = graph.node(ref)
             for name in _node_symbols(graph, node):

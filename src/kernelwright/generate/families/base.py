@@ -17,7 +17,7 @@ import torch
 
 from kernelwright.config import config
 from kernelwright.generate import expr
-from kernelwright.generate.graph import Node, ProblemGraph, TensorInfo, node_inputs
+from kernelwright.generate.graph import Node, ProblemGraph, Ref, TensorInfo, node_inputs
 from kernelwright.generate.operators import CONSTANTS, ELEMENTWISE_COPIES
 from kernelwright.hardware.spec import gpus_for_arch
 from kernelwright.records import DEFAULT_POLICY, Policy  # noqa: F401 - the families' precision policy, re-exported
@@ -108,11 +108,43 @@ def make_group(graph: ProblemGraph, family: str, names: Iterable[str], *, anchor
     return Group(family=family, nodes=ordered, inputs=inputs, outputs=outputs, anchor=anchor, detail=detail)
 
 
-def fusable_pointwise(node: Node) -> bool:
+# How a symbolic size is computed, by the name of its target: what the emitter writes as Python from the tensors
+# (``x.size(0)``, ``a * b``, ``float(a)``). A symbol made otherwise would be written as the example's number.
+_SIZE_TARGETS = frozenset({"sym_size", "sym_numel", "sym_stride", "mul", "add", "sub", "floordiv", "truediv", "neg",
+                           "sym_float", "sym_int", "sym_max", "sym_min"})
+
+
+def run_time_sizes(graph: ProblemGraph, node: Node) -> tuple[str, ...] | None:
+    """The symbolic sizes a node's scalar arguments are (``x / x.shape[0]``: ``sym_size_int_3``), in order, where
+    each can be computed from the tensors at run time; None where one cannot. () for a node without any."""
+    found: list[str] = []
+
+    def walk(value: Any, direct: bool) -> bool:
+        if isinstance(value, (list, tuple)):
+            return all(walk(v, direct) for v in value)
+        if isinstance(value, dict):
+            return all(walk(v, direct) for v in value.values())
+        if not isinstance(value, Ref) or value.name not in graph.symbols:
+            return True
+        symbol = graph.symbols[value.name]
+        target = getattr(getattr(symbol.target, "overloadpacket", None), "__name__", None) or \
+            getattr(symbol.target, "__name__", "")
+        if target not in _SIZE_TARGETS or not isinstance(symbol.hint, (int, float)):
+            return False
+        if direct and value.name not in found:
+            found.append(value.name)
+        return walk(symbol.args, False)
+
+    return tuple(found) if walk((node.sym_args or (), node.sym_kwargs or {}), True) else None
+
+
+def fusable_pointwise(node: Node, graph: ProblemGraph | None = None) -> bool:
     """An elementwise node a kernel can compute in registers: pointwise operators, inlined constants, and copies
-    that change nothing but the dtype. Not one whose scalar argument is a run-time size (``x * x.shape[-1]``): a
-    kernel would bake in the captured example's number, so it stays in PyTorch, which computes it from the tensor."""
-    if node.sym_args is not None or node.sym_kwargs is not None:
+    that change nothing but the dtype. One whose scalar argument is a run-time size (``x * x.shape[-1]``) only for a
+    family that passes the sizes to its kernel (it gives ``graph``): a kernel that took the captured example's
+    number would be wrong at any other shape."""
+    sized = node.sym_args is not None or node.sym_kwargs is not None
+    if sized and (graph is None or not run_time_sizes(graph, node)):
         return False
     if node.op in ELEMENTWISE_COPIES:
         # `device` is where the capture ran (decompositions write `device=x.device`): the candidate keeps

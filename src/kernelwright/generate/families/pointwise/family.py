@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.base import (
+    DEFAULT_POLICY,
+    Config,
+    Group,
+    Policy,
+    Rendered,
+    make_group,
+    run_time_sizes,
+)
 from kernelwright.generate.families.pointwise.growing import absorb_constants, absorb_producers
 from kernelwright.generate.families.pointwise.matching import anchors, connected_run
 from kernelwright.generate.families.pointwise.writing import write
@@ -15,13 +23,15 @@ class PointwiseFamily:
     name = NAME
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
-        if not anchors(node, claimed):
+        if not anchors(graph, node, claimed):
             return None
         shape = node.info.shape
         members = connected_run(graph, node, claimed, shape)
         absorb_producers(graph, members, claimed, shape)
         absorb_constants(graph, members, claimed)
-        group = make_group(graph, NAME, members, anchor=node.name, shape=tuple(shape))
+        # Run-time sizes the members compute with (``x / x.shape[0]``): the launcher takes them after the tensors.
+        sizes = tuple(dict.fromkeys(s for n in members for s in run_time_sizes(graph, graph.node(n)) or ()))
+        group = make_group(graph, NAME, members, anchor=node.name, shape=tuple(shape), sizes=sizes)
         if not group.inputs or any(graph.info(o).shape != tuple(shape) for o in group.outputs):
             return None
         return group

@@ -9,9 +9,9 @@ from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
 from kernelwright.generate.operators import CONSTANTS
 
 
-def anchors(node: Node, claimed: set[str]) -> bool:
+def anchors(graph: ProblemGraph, node: Node, claimed: set[str]) -> bool:
     """Whether ``node`` can start a pointwise group."""
-    return node.name not in claimed and fusable_pointwise(node) and node.info is not None and \
+    return node.name not in claimed and fusable_pointwise(node, graph) and node.info is not None and \
         node.op not in CONSTANTS
 
 
@@ -23,7 +23,7 @@ def connected_run(graph: ProblemGraph, node: Node, claimed: set[str], shape: Seq
     start = order.index(node)
     for candidate in order[start:]:
         if candidate.name != node.name:
-            if not fusable_pointwise(candidate) or candidate.info is None:
+            if not fusable_pointwise(candidate, graph) or candidate.info is None:
                 continue
             inputs = node_inputs(candidate)
             if not any(v in member_set for v in inputs):

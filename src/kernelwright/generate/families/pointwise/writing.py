@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import torch
+
 from kernelwright.generate import expr
 from kernelwright.generate.families import base
 from kernelwright.generate.families.base import Config, Group, Rendered
-from kernelwright.generate.graph import ProblemGraph
+from kernelwright.generate.graph import Node, ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
 
 
@@ -13,7 +17,8 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
     shape = tuple(group.detail["shape"])
     modes = {v: base.operand_mode(graph.info(v), shape) for v in group.inputs}
     strided = [v for v in group.inputs if modes[v] == "strided"]
-    params = [f"in_{v}" for v in group.inputs] + [f"out_{o}" for o in group.outputs] + ["n_elements"]
+    sizes = list(group.detail.get("sizes", ()))
+    params = [f"in_{v}" for v in group.inputs] + [f"out_{o}" for o in group.outputs] + ["n_elements", *sizes]
     params += [f"size_{d}" for d in range(len(shape))] if strided else []
     for v in strided:
         params += [f"stride_{v}_{d}" for d in range(len(shape))]
@@ -44,8 +49,10 @@ def _body(graph: ProblemGraph, group: Group, shape: tuple[int, ...], modes: dict
             load = f"tl.load(in_{v} + ({offset}), mask=mask, other=0)"
         line, env[v] = base.load_line(v, load, info.dtype)
         body.append(line)
+    for size in group.detail.get("sizes", ()):  # a run-time size, passed by the launcher
+        env[size] = expr.Value(size, torch.int64 if isinstance(graph.symbols[size].hint, int) else torch.float32)
     emitter = expr.PointwiseEmitter()
-    emitter.emit_all((graph.node(n) for n in group.nodes), env)
+    emitter.emit_all((_sized(graph.node(n)) for n in group.nodes), env)
     body += emitter.lines
     for o in group.outputs:
         dtype = graph.info(o).dtype
@@ -53,9 +60,19 @@ def _body(graph: ProblemGraph, group: Group, shape: tuple[int, ...], modes: dict
     return body
 
 
+def _sized(node: Node) -> Node:
+    """``node`` with its run-time sizes as arguments (the kernel's size parameters) instead of the example's
+    numbers."""
+    if node.sym_args is None and node.sym_kwargs is None:
+        return node
+    return replace(node, args=node.sym_args if node.sym_args is not None else node.args,
+                   kwargs=node.sym_kwargs if node.sym_kwargs is not None else node.kwargs)
+
+
 def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str, modes: dict[str, str]) -> list[str]:
     strided = [v for v in group.inputs if modes[v] == "strided"]
-    lines = [f"def {ident}({', '.join(group.inputs)}):"]
+    sizes = list(group.detail.get("sizes", ()))
+    lines = [f"def {ident}({', '.join([*group.inputs, *sizes])}):"]
     lines.append(f'    """{", ".join(graph.node(n).op for n in group.nodes)}, fused: one pass over the result."""')
     constant_shapes = [graph.info(n).shape for n in group.nodes if graph.node(n).op in CONSTANTS
                        and graph.info(n).numel > 1]
@@ -66,7 +83,7 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str, mod
     for o in group.outputs:
         lines.append(f"    out_{o} = torch.empty(shape, dtype={graph.info(o).dtype}, device={device}.device)")
     lines.append("    n_elements = math.prod(shape)")
-    args = [*group.inputs, *(f"out_{o}" for o in group.outputs), "n_elements"]
+    args = [*group.inputs, *(f"out_{o}" for o in group.outputs), "n_elements", *sizes]
     args += base.strided_args(strided)
     lines.append(f"    grid = (triton.cdiv(n_elements, {config['BLOCK']}),)")
     lines.append(f"    {ident}_kernel[grid]({', '.join(args)}, BLOCK={config['BLOCK']}, IDX64=n_elements >= 2**31, "
