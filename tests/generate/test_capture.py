@@ -185,3 +185,43 @@ def test_numbers_the_forward_takes_are_read_at_run_time_not_baked(tmp_path: Path
     run = subprocess.run([sys.executable, "-c", _OTHER_NUMBERS, str(problem), str(candidate)], capture_output=True,
                          text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert run.returncode == 0 and "same" in run.stdout, run.stderr[-2000:]
+
+
+CLASS_ATTRIBUTES = """
+class Model(nn.Module):
+    expansion = 2
+
+    @classmethod
+    def width(cls, channels):
+        return channels * cls.expansion
+
+    def __init__(self, channels):
+        super(Model, self).__init__()
+        self.linear = nn.Linear(channels, self.width(channels))
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+def get_inputs():
+    return [torch.randn(5, 6)]
+
+def get_init_inputs():
+    return [6]
+"""
+
+
+def test_class_attributes_and_decorated_methods_of_the_model_keep_their_place(tmp_path: Path) -> None:
+    # KernelBench level 3 `8_ResNetBasicBlock` has `expansion = 1` in its class body: the candidate's ModelNew lost
+    # the line's indentation (a syntax error), and a decorator would have been dropped.
+    import importlib.util
+
+    from .conftest import generate
+
+    problem = write_problem(tmp_path, "class_attributes", CLASS_ATTRIBUTES)
+    _, candidate = generate(problem, tmp_path / "candidate.py")
+    source = candidate.read_text()
+    assert "    expansion = 2\n" in source and "    @classmethod\n    def width(cls, channels):" in source
+    spec = importlib.util.spec_from_file_location("class_attributes_candidate", candidate)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # noqa: S102 - a generated file of this test, no kernel is run
+    assert module.ModelNew(6).linear.out_features == 12

@@ -137,3 +137,32 @@ def test_reverse_scans_from_flips_rows_and_columns(check) -> None:
     assert [g.family for g in plan.groups] == ["scan"] * 3 and plan.fully_covered
     assert all(len(g.detail["flips"]) == 2 for g in plan.groups)
     assert verdict.status is Status.PASSED, verdict.message
+
+
+def test_exclusive_scans_read_the_source_one_step_behind(check) -> None:
+    # cat([identity, scan(x[..., :-1])]) — KernelBench's exclusive cumsum — is one scan reading x one step behind
+    # with the identity in front: nothing is sliced, filled or concatenated. Along the last dimension over three
+    # tiles (1,100 columns in 512-element tiles) with an epilogue after the cat, along an inner dimension, and an
+    # exclusive cumprod (its identity is 1); a second shape.
+    plan, verdict = check("exclusive_scans", """
+        class Model(nn.Module):
+            def forward(self, x, y, z):
+                a = torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x[:, :-1], dim=1)), 1)
+                head = torch.zeros_like(y.select(0, 0).unsqueeze(0))
+                b = torch.cat((head, torch.cumsum(y.narrow(0, 0, y.size(0) - 1), dim=0)), dim=0)
+                c = torch.cat((torch.ones_like(z[:, :1]), torch.cumprod(z[:, :-1], -1)), -1)
+                return a * 0.5, b, c
+
+        rows = 3
+        cols = 1100
+
+        def get_inputs():
+            return [torch.randn(rows, cols), torch.randn(70, 3, 9), torch.rand(4, 13) + 0.5]
+
+        def get_init_inputs():
+            return []
+    """, config_index=4)
+    assert [g.family for g in plan.groups] == ["scan"] * 3 and plan.fully_covered
+    assert all(g.detail["exclusive"] for g in plan.groups)
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)

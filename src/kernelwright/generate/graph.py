@@ -194,8 +194,12 @@ def _model_source(problem: ProblemFile) -> tuple[str, str]:
             body = [s for s in stmt.body if not (isinstance(s, ast.FunctionDef) and s.name == "forward")
                     and not (isinstance(s, ast.Expr) and isinstance(getattr(s, "value", None), ast.Constant))]
             lines = []
+            source_lines = problem.source.splitlines()
             for s in body:
-                text = ast.get_source_segment(problem.source, s, padded=True) or ""
+                # Whole source lines, from the first decorator: a one-line statement (`expansion = 1`) keeps its
+                # indentation, which get_source_segment(padded=True) gives only to multi-line ones.
+                first = min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
+                text = "\n".join(source_lines[first - 1:s.end_lineno])
                 lines.append(text.replace("super(Model, self)", "super(ModelNew, self)"))
             init = "\n".join(lines)
         elif isinstance(stmt, ast.FunctionDef) and stmt.name in ("get_inputs", "get_init_inputs"):

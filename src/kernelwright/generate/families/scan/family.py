@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
 from kernelwright.generate.families.scan.growing import broadcast_shape, candidates
-from kernelwright.generate.families.scan.matching import reversed_scan, scan_dim, scanned_source
+from kernelwright.generate.families.scan.matching import (
+    exclusive_scan,
+    reversed_scan,
+    scan_dim,
+    scanned_source,
+)
 from kernelwright.generate.families.scan.writing import write
-from kernelwright.generate.graph import Node, ProblemGraph
+from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
 
 NAME = "scan"
 
@@ -22,12 +27,19 @@ class ScanFamily:
         dim = scan_dim(node, len(shape))
         flipped = reversed_scan(graph, node, claimed)
         flips: tuple[str, ...] = ()
+        exclusive: tuple[str, ...] = ()
         if flipped is not None:  # scanned from the end: the flips are the kernel's walk, never materialised
             source, first, second = flipped
             flips = (first, second)
-        for nodes in candidates(graph, node, source, claimed, shape, flips=flips):
+        elif (shifted := exclusive_scan(graph, node, claimed)) is not None:  # read one step behind
+            source, exclusive, cat = shifted
+            shape = graph.info(cat).shape
+        for nodes in candidates(graph, node, source, claimed, shape, flips=flips, exclusive=exclusive):
             group = make_group(graph, NAME, nodes, anchor=node.name, shape=tuple(shape), dim=dim, op=node.op,
-                               source=source, flips=flips)
+                               source=source, flips=flips, exclusive=exclusive)
+            if exclusive and source in {v for n in group.nodes if n not in exclusive and n != node.name
+                                        for v in node_inputs(graph.node(n))}:
+                continue  # the epilogue reads x where the scan reads it one step behind
             if group.inputs and broadcast_shape(graph, group) == tuple(shape):
                 return group
         return None  # a scan of a constant: nothing to read

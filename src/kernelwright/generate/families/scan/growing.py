@@ -13,9 +13,14 @@ from kernelwright.generate.operators import CONSTANTS
 
 
 def candidates(graph: ProblemGraph, node: Node, source: str, claimed: set[str], shape: Sequence[int], *,
-               flips: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+               flips: tuple[str, ...] = (), exclusive: tuple[str, ...] = ()) -> tuple[list[str], ...]:
     """The members to try, widest first: with the prologue, then without it. With ``flips`` (a reverse scan: the
-    flip before it and the one after), the epilogue follows the second flip."""
+    flip before it and the one after), the epilogue follows the second flip; with ``exclusive`` (an exclusive scan's
+    slice, identity and cat) it follows the cat, and there is no prologue (the kernel reads the source one step
+    behind, its own loads)."""
+    if exclusive:
+        core = [*exclusive[:-1], node.name, exclusive[-1]]
+        return ([*core, *epilogue_chain(graph, core[-1], claimed)],)
     core = [flips[0], node.name, flips[1]] if flips else [node.name]
     epilogue = epilogue_chain(graph, core[-1], claimed)
     prologue = prologue_chain(graph, source, claimed, shape=shape)

@@ -31,6 +31,9 @@ class _Writer:
         # A reverse scan (flip, scan, flip): the kernel walks the dimension from its end; the flips are not computed.
         self.flips: tuple[str, ...] = tuple(group.detail.get("flips", ()))
         self.reverse = bool(self.flips)
+        # An exclusive scan (cat of the identity and the scan of x without its last step): the source is read one
+        # step behind, the identity in front of it; the slice, the identity and the cat are not computed.
+        self.exclusive: tuple[str, ...] = tuple(group.detail.get("exclusive", ()))
         self.modes = {v: base.operand_mode(graph.info(v), self.shape) for v in group.inputs}
         self.strided = [v for v in group.inputs if self.modes[v] == "strided"]
 
@@ -125,19 +128,30 @@ class _Writer:
                     ptr, mask, target = (f"{start}[:, None]", "row_mask[:, None]", body) if rows else \
                         (f"{start}[None, :]", "inner_mask[None, :]", body)
                 elif rows:
-                    along = "cols[None, :]" if step == "1" else f"(cols * {step})[None, :]"
+                    at = "(cols - 1)" if self.shifted(v) else "cols"
+                    along = f"{at}[None, :]" if step == "1" else f"({at} * {step})[None, :]"
                     ptr, mask, target = f"{start}[:, None] + {along}", "mask", loop
                 else:
-                    ptr, mask, target = f"{start}[None, :] + (steps * {step})[:, None]", "mask", loop
-                load = f"tl.load(in_{v} + ({ptr}), mask={mask}, other=0)"
+                    at = "(steps - 1)" if self.shifted(v) else "steps"
+                    ptr, mask, target = f"{start}[None, :] + ({at} * {step})[:, None]", "mask", loop
+                other = "0"
+                if self.shifted(v):  # one step behind: the identity in front of the first element
+                    first = "cols >= 1" if rows else "steps >= 1"
+                    mask = f"{mask} & ({first}){'[None, :]' if rows else '[:, None]'}"
+                    other = _IDENTITY[self.op]
+                load = f"tl.load(in_{v} + ({ptr}), mask={mask}, other={other})"
             line, env[v] = base.load_line(v, load, info.dtype)
             target.append(line)
         return env
 
+    def shifted(self, v: str) -> bool:
+        """Whether operand ``v`` is read one step behind (an exclusive scan's source)."""
+        return bool(self.exclusive) and v == self.group.detail["source"]
+
     def _scan_step(self, env: dict[str, expr.Value], scan_axis: int, out_offset: str) -> list[str]:
         """One tile inside the loop: the prologue, the scan with the carry, the epilogue and the stores."""
         graph, group = self.graph, self.group
-        members = [graph.node(n) for n in group.nodes if n not in self.flips]
+        members = [graph.node(n) for n in group.nodes if n not in self.flips and n not in self.exclusive]
         anchor_index = next(i for i, n in enumerate(members) if n.name == self.anchor.name)
         emitter = expr.PointwiseEmitter()
         emitter.emit_all(members[:anchor_index], env)
@@ -156,6 +170,8 @@ class _Writer:
         env[self.anchor.name] = expr.Value("scanned", self.acc)
         if self.reverse:
             env[self.flips[1]] = env[self.anchor.name]  # flip(scan(flip(x))): the reverse scan, in place
+        if self.exclusive:
+            env[self.exclusive[-1]] = env[self.anchor.name]  # the cat: the scan of the shifted source
         emitter = expr.PointwiseEmitter()
         emitter.emit_all(members[anchor_index + 1:], env)
         loop += emitter.lines
