@@ -371,6 +371,39 @@ def test_reduced_sizes_count_the_outputs_too(tmp_path: Path) -> None:
     assert set(overrides) == {"M"} and overrides["M"] ** 2 + 2 * overrides["M"] * 8 <= 1 << 18
 
 
+def test_reduced_sizes_never_make_the_inputs_at_full_size(tmp_path: Path) -> None:
+    # Sizes are budgeted on meta tensors and only sizes within the budget are run for real: a problem whose inputs
+    # no machine could hold (2**40 elements here) still reduces, at once. KernelBench's exclusive cumsum (4 GiB of
+    # input) spent 119 s of its 141 s CPU check making inputs at full and halved sizes.
+    import time
+
+    from kernelwright.problem.files import read_problem
+    from kernelwright.problem.sizes import reduced_sizes
+
+    path = tmp_path / "huge.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, dim=1)
+
+        rows = 2 ** 20
+        cols = 2 ** 20
+
+        def get_inputs():
+            return [torch.rand(rows, cols)]
+
+        def get_init_inputs():
+            return []
+    """))
+    started = time.monotonic()
+    overrides = reduced_sizes(read_problem(path), max_elements=1 << 18)
+    assert set(overrides) == {"rows", "cols"} and 2 * overrides["rows"] * overrides["cols"] <= 1 << 18
+    assert time.monotonic() - started < 20
+
+
 def test_reduced_sizes_second_pass_shrinks_small_sizes_only_when_needed(tmp_path: Path) -> None:
     # A 3-D transposed convolution whose batch (8) and depth (12) are below the first pass's floor of 16: height and
     # width alone cannot bring its outputs under the budget, so a second pass shrinks every input-only size from 8,

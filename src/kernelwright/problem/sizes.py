@@ -44,21 +44,35 @@ def apply(module: Any, overrides: Mapping[str, int]) -> None:
         setattr(module, name, int(value))
 
 
+def _meta_inputs(module: Any) -> list[Any]:
+    """``get_inputs()`` as meta tensors: made on the meta device (no memory, no arithmetic: a KernelBench problem's
+    4 GiB input took seconds each time it was made, and the search makes it a dozen times), else made for real
+    and moved there (a ``get_inputs`` that reads values, such as ``x[x > 0]``)."""
+    import torch
+
+    torch.manual_seed(0)
+    try:
+        with torch.device("meta"):
+            return list(module.get_inputs())
+    except Exception:  # noqa: BLE001 - anything data-dependent: make them for real
+        torch.manual_seed(0)
+        return [v.to("meta") if isinstance(v, torch.Tensor) else v for v in module.get_inputs()]
+
+
 def _io_elements(module: Any) -> int:
     """Elements of the inputs and of the outputs (their shapes from a run on the meta device: a tall-skinny
     product's small inputs can make a large output); the inputs alone where the reference has no meta kernels."""
     import torch
 
-    torch.manual_seed(0)
-    inputs = [v for v in module.get_inputs() if isinstance(v, torch.Tensor)]
-    total = sum(v.numel() for v in inputs)
+    inputs = _meta_inputs(module)
+    total = sum(v.numel() for v in inputs if isinstance(v, torch.Tensor))
     try:
         torch.manual_seed(0)
         init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
         with torch.device("meta"):
             model = module.Model(*init)
         with torch.no_grad():
-            out = model(*[v.to("meta") if isinstance(v, torch.Tensor) else v for v in module.get_inputs()])
+            out = model(*inputs)
     except Exception:  # noqa: BLE001 - no meta kernel, or anything else: the inputs decide
         return total
     outs = out if isinstance(out, (tuple, list)) else [out]
@@ -119,7 +133,7 @@ def _runs_on_meta(module: Any) -> bool:
 
     torch.manual_seed(0)
     init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
-    inputs = [v.to("meta") if isinstance(v, torch.Tensor) else v for v in module.get_inputs()]
+    inputs = _meta_inputs(module)
     try:
         with torch.device("meta"):
             model = module.Model(*init)
@@ -164,34 +178,45 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
     def elements() -> int:
         return _io_elements(module) + (_state_elements(module) if constructor else 0)
 
+    def works(overrides: dict[str, int]) -> bool:
+        """Whether the reference runs for real at ``overrides`` and gives finite outputs."""
+        apply(module, {**original, **overrides})
+        try:
+            torch.manual_seed(0)
+            init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+            model = module.Model(*init)
+            torch.manual_seed(0)
+            with torch.no_grad():
+                out = model(*module.get_inputs())
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            return all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs)
+        except Exception as exc:  # this factor breaks the problem: try the next
+            log.info("sizes %s do not work for %s: %s", overrides, problem.path.name, exc)
+            return False
+        finally:
+            apply(module, original)
+
+    def within_budget(overrides: dict[str, int]) -> bool:
+        apply(module, {**original, **overrides})
+        try:
+            return elements() <= max_elements  # shapes only (meta tensors): nothing is computed
+        finally:
+            apply(module, original)
+
     def search(minimum: int, floor: int) -> tuple[dict[str, int], bool]:
-        """The smallest working overrides of one pass, and whether they fit the budget."""
+        """The smallest working overrides of one pass, and whether they fit the budget. Only sizes that fit are run
+        for real (a 4 GiB input halved is still 2 GiB to make and scan); where none fits, the smallest that works."""
         free = _shrinkable(module, original, named_by_model(problem), constructor=constructor, minimum=minimum)
-        best: dict[str, int] = {}
+        tried: list[dict[str, int]] = []
         for factor in FACTORS[1:]:
             overrides = {k: _shrink(original[k], factor, minimum, floor) for k in free}
             overrides = {k: v for k, v in overrides.items() if v != original[k]}
-            if not overrides or overrides == best:
+            if not overrides or overrides in tried:
                 continue
-            apply(module, {**original, **overrides})
-            try:
-                torch.manual_seed(0)
-                init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
-                model = module.Model(*init)
-                torch.manual_seed(0)
-                with torch.no_grad():
-                    out = model(*module.get_inputs())
-                outs = out if isinstance(out, (tuple, list)) else [out]
-                if not all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs):
-                    continue
-                best = overrides
-                if elements() <= max_elements:
-                    return best, True
-            except Exception as exc:  # this factor breaks the problem: try the next
-                log.info("sizes divided by %d do not work for %s: %s", factor, problem.path.name, exc)
-            finally:
-                apply(module, original)
-        return best, False
+            tried.append(overrides)
+            if within_budget(overrides) and works(overrides):
+                return overrides, True
+        return next((o for o in reversed(tried) if works(o)), {}), False
 
     try:
         if elements() <= max_elements:
