@@ -371,6 +371,41 @@ def test_reduced_sizes_count_the_outputs_too(tmp_path: Path) -> None:
     assert set(overrides) == {"M"} and overrides["M"] ** 2 + 2 * overrides["M"] * 8 <= 1 << 18
 
 
+def test_reduced_sizes_budget_the_work_too(tmp_path: Path) -> None:
+    # Few elements, much work: a 2048 x 2048 linear over 64 rows fits the element budget, but its 5.4e8 FLOPs kept
+    # the interpreter busy for minutes (level 2's fixed-channel convolutions and GEMMs): the batch shrinks until the
+    # reference's FLOPs (counted on meta tensors) fit too.
+    from kernelwright.problem.files import read_problem
+    from kernelwright.problem.sizes import MAX_FLOPS, problem_flops, reduced_sizes
+
+    path = tmp_path / "wide_linear.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.linear = nn.Linear(features, features)
+
+            def forward(self, x):
+                return torch.relu(self.linear(x))
+
+        batch = 64
+        features = 2048
+
+        def get_inputs():
+            return [torch.randn(batch, features)]
+
+        def get_init_inputs():
+            return [features]
+    """))
+    problem = read_problem(path)
+    assert problem_flops(problem) > MAX_FLOPS
+    overrides = reduced_sizes(problem, max_elements=1 << 18)
+    assert set(overrides) == {"batch"} and problem_flops(problem, overrides) <= MAX_FLOPS
+
+
 def test_reduced_sizes_never_make_the_inputs_at_full_size(tmp_path: Path) -> None:
     # Sizes are budgeted on meta tensors and only sizes within the budget are run for real: a problem whose inputs
     # no machine could hold (2**40 elements here) still reduces, at once. KernelBench's exclusive cumsum (4 GiB of

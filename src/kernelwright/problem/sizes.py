@@ -31,6 +31,11 @@ SHRINKABLE_MIN = 16
 # from 8 shrink too, to no less than 4.
 SECOND_PASS_MIN, SECOND_PASS_FLOOR = 8, 4
 FACTORS = tuple(2**i for i in range(13))  # 1 .. 4096
+# The work a CPU proof can afford, in the reference's FLOPs (counted on meta tensors): the interpreter ran level 1's
+# reduced convolutions and GEMMs (2-4e7 FLOPs) in 30-200 s, and level 2's `11_ConvTranspose2d_..._GroupNorm`
+# (8.4e8: 64 -> 128 channels, 5x5) and `33_Gemm_Scale_BatchNorm` (2.1e9) past 5 minutes with their inputs as small
+# as the element budget asked (2026-12-02, this 2-core machine).
+MAX_FLOPS = 10**8
 
 
 def _shrink(value: int, factor: int, minimum: int = SHRINKABLE_MIN, floor: int = 8) -> int:
@@ -163,13 +168,40 @@ def state_elements(problem: ProblemFile) -> int:
     return _state_elements(import_from_path(problem.path, "kernelwright_sized_problem"))
 
 
-def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, constructor: bool = False
-                  ) -> dict[str, int]:
+def flops(module: Any) -> int:
+    """The reference's FLOPs at the module's current sizes (PyTorch's flop counter, on meta tensors: nothing is
+    computed); 0 where it cannot run there."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        torch.manual_seed(0)
+        init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+        inputs = _meta_inputs(module)
+        with torch.device("meta"):
+            model = module.Model(*init)
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(*inputs)
+        return int(counter.get_total_flops())
+    except Exception:  # noqa: BLE001 - no meta kernel, or anything else: the elements decide
+        return 0
+
+
+def problem_flops(problem: ProblemFile, overrides: Mapping[str, int] | None = None) -> int:
+    """:func:`flops` of the problem file at ``overrides`` of its sizes."""
+    module = import_from_path(problem.path, "kernelwright_sized_problem")
+    apply(module, overrides or {})
+    return flops(module)
+
+
+def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, constructor: bool = False,
+                  max_flops: int = MAX_FLOPS) -> dict[str, int]:
     """Overrides for the problem's input-only size constants that bring its inputs and outputs to at most
-    ``max_elements`` elements (or as close as they allow) and keep the reference runnable and finite; {} if it is
-    small already or nothing can shrink. With ``constructor``, sizes that the constructor sees may shrink too, and the budget counts
-    the weights as well as the inputs: only for a candidate shown to be the same at those sizes (the caller's
-    check, :func:`kernelwright.search.evaluate.same_candidate_at`)."""
+    ``max_elements`` elements and its work to at most ``max_flops`` (or as close as they allow) and keep the
+    reference runnable and finite; {} if it is small already or nothing can shrink. With ``constructor``, sizes that
+    the constructor sees may shrink too, and the budget counts the weights as well as the inputs: only for a
+    candidate shown to be the same at those sizes (the caller's check,
+    :func:`kernelwright.search.evaluate.same_candidate_at`)."""
     import torch
 
     module = import_from_path(problem.path, "kernelwright_sized_problem")
@@ -177,6 +209,9 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
 
     def elements() -> int:
         return _io_elements(module) + (_state_elements(module) if constructor else 0)
+
+    def small() -> bool:
+        return elements() <= max_elements and flops(module) <= max_flops
 
     def works(overrides: dict[str, int]) -> bool:
         """Whether the reference runs for real at ``overrides`` and gives finite outputs."""
@@ -199,7 +234,7 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
     def within_budget(overrides: dict[str, int]) -> bool:
         apply(module, {**original, **overrides})
         try:
-            return elements() <= max_elements  # shapes only (meta tensors): nothing is computed
+            return small()  # shapes only (meta tensors): nothing is computed
         finally:
             apply(module, original)
 
@@ -219,7 +254,7 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
         return next((o for o in reversed(tried) if works(o)), {}), False
 
     try:
-        if elements() <= max_elements:
+        if small():
             return {}
         best, fits = search(SHRINKABLE_MIN, 8)
         if not fits:
