@@ -304,6 +304,32 @@ def test_integer_sums_count_exactly_in_int64(check, config_index: int) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+def test_any_all_and_a_filled_like_tensor_fuse(check) -> None:
+    # SDPA written out (level 1 `97_ScaledDotProductAttention`) guards rows whose scores are all -inf with
+    # where(~any(~(s == -inf), -1, keepdim), full_like(p, 0), p): any/all reduce as the max/min of x != 0, and
+    # full_like is a constant the kernel writes (before, both stayed in PyTorch: a 268 MB fill of zeros).
+    plan, verdict = check("any_all", """
+        class Model(nn.Module):
+            def forward(self, x):
+                rows_with_positive = torch.any(x > 1.0, dim=-1, keepdim=True)
+                guarded = torch.where(rows_with_positive, x, torch.zeros_like(x))
+                return guarded, torch.all(x > -2.0, dim=0)
+
+        rows = 9
+        cols = 300
+
+        def get_inputs():
+            return [torch.randn(rows, cols) * 0.6]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert set(_families(plan)) == {"reduction"} and plan.fully_covered
+    assert "full_like" in {plan.graph.node(n).op for g in plan.groups for n in g.nodes}
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+
+
 def _plan_of(tmp_path, body: str):
     path = tmp_path / "unclaimed.py"
     path.write_text("import torch\nimport torch.nn as nn\n\n" + textwrap.dedent(body).strip() + "\n")

@@ -379,7 +379,7 @@ def _scalar_tensor(e: PointwiseEmitter, node: Node, env: dict[str, Value]) -> Va
     return e._assign(node, lit.expr, compute_dtype(dtype))
 
 
-@_handles("full")
+@_handles("full", "full_like")
 def _full(e: PointwiseEmitter, node: Node, env: dict[str, Value]) -> Value:
     lit = literal(node.args[1])
     dtype = node.kwargs.get("dtype") or (node.info.dtype if node.info else lit.dtype)

@@ -23,7 +23,9 @@ CASTS = frozenset({"_to_copy", "convert_element_type"})  # a copy that may chang
 ELEMENTWISE_COPIES = CASTS | COPIES
 
 # -- nodes that read no tensor -------------------------------------------------------------------------------------
-CONSTANTS = frozenset({"scalar_tensor", "full"})  # need no data of their own: the pointwise emitter inlines them
+# Need no data of their own: the pointwise emitter inlines them. `full_like` reads its argument's shape only (the
+# argument is the group's anyway); `full` carries its shape in the graph.
+CONSTANTS = frozenset({"scalar_tensor", "full", "full_like"})
 NO_OPS = frozenset({"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size"})  # dropped at capture
 
 # -- what leaving a node to PyTorch costs ----------------------------------------------------------------------------

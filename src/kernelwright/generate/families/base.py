@@ -110,7 +110,7 @@ def make_group(graph: ProblemGraph, family: str, names: Iterable[str], *, anchor
 
 # How a symbolic size is computed, by the name of its target: what the emitter writes as Python from the tensors
 # (``x.size(0)``, ``a * b``, ``float(a)``). A symbol made otherwise would be written as the example's number.
-_SIZE_TARGETS = frozenset({"sym_size", "sym_numel", "sym_stride", "mul", "add", "sub", "floordiv", "truediv", "neg",
+_SIZE_TARGETS = frozenset({"sym_size", "sym_numel", "sym_stride", "mul", "add", "sub", "floordiv", "truediv", "neg", "pow",
                            "sym_float", "sym_int", "sym_max", "sym_min"})
 
 

@@ -74,8 +74,8 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str, mod
     sizes = list(group.detail.get("sizes", ()))
     lines = [f"def {ident}({', '.join([*group.inputs, *sizes])}):"]
     lines.append(f'    """{", ".join(graph.node(n).op for n in group.nodes)}, fused: one pass over the result."""')
-    constant_shapes = [graph.info(n).shape for n in group.nodes if graph.node(n).op in CONSTANTS
-                       and graph.info(n).numel > 1]
+    constant_shapes = [graph.info(n).shape for n in group.nodes if graph.node(n).op in CONSTANTS - {"full_like"}
+                       and graph.info(n).numel > 1]  # full_like's shape is its argument's, an input's
     shapes = [f"{v}.shape" for v in group.inputs] + [repr(tuple(s)) for s in constant_shapes]
     lines.append(f"    shape = torch.broadcast_shapes({', '.join(shapes)})")
     lines += base.operand_layout_lines(group.inputs, modes)

@@ -124,6 +124,24 @@ def _extremum(graph: ProblemGraph, node: Node) -> Anchor | None:
     return Anchor(layout, ops, [n, *items.values()])
 
 
+def _any_all(graph: ProblemGraph, node: Node) -> Anchor | None:
+    """any/all over dims (SDPA's written-out guard for fully masked rows): the max/min of ``x != 0`` as 0/1."""
+    data = _data(graph, node, integers=True)
+    if data is None or node.info is None or node.info.dtype != torch.bool:
+        return None
+    x, shape = data
+    layout = _layout(shape, _arg(node, 1, "dim", None))
+    if layout is None:
+        return None
+    n, kind = node.name, "max" if node.op == "any" else "min"
+    return Anchor(layout, [
+        Op(name=f"{n}__term", level=FULL, kind="expr", template="({0} != 0).to(tl.float32)", deps=(x,)),
+        Op(name=f"{n}__reduce", level=VEC, kind="reduce", reduce=kind, deps=(f"{n}__term",),
+           results=(f"{n}__acc",), about=f"{node.op} ({kind} of x != 0)"),
+        Op(name=n, level=VEC, kind="expr", template="{0} > 0", deps=(f"{n}__acc",), dtype=torch.bool),
+    ], [n])
+
+
 def _softmax(graph: ProblemGraph, node: Node) -> Anchor | None:
     data = _data(graph, node)
     if data is None:
@@ -273,7 +291,8 @@ def _variance(graph: ProblemGraph, node: Node) -> Anchor | None:
 
 ANCHORS = {
     "sum": _sum_mean, "mean": _sum_mean, "amax": _extremum, "amin": _extremum, "max": _extremum, "min": _extremum,
-    "argmax": _extremum, "argmin": _extremum, "_softmax": _softmax, "_log_softmax": _softmax,
+    "argmax": _extremum, "argmin": _extremum, "any": _any_all, "all": _any_all, "_softmax": _softmax,
+    "_log_softmax": _softmax,
     "native_layer_norm": _layer_norm, "native_group_norm": _group_norm, "linalg_vector_norm": _vector_norm,
     "var": _variance, "std": _variance, "var_mean": _variance, "std_mean": _variance,
 }  # fmt: skip

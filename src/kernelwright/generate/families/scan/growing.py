@@ -34,4 +34,4 @@ def broadcast_shape(graph: ProblemGraph, group: Group) -> tuple[int, ...]:
 
 def constant_shapes(graph: ProblemGraph, group: Group) -> list[tuple[int, ...]]:
     return [tuple(graph.info(n).shape) for n in group.nodes
-            if graph.node(n).op in CONSTANTS and graph.info(n).numel > 1]
+            if graph.node(n).op in CONSTANTS - {"full_like"} and graph.info(n).numel > 1]  # full_like: its input's
