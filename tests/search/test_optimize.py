@@ -406,6 +406,47 @@ def test_reduced_sizes_budget_the_work_too(tmp_path: Path) -> None:
     assert set(overrides) == {"batch"} and problem_flops(problem, overrides) <= MAX_FLOPS
 
 
+def test_changed_sizes_carry_to_the_shapes_derived_from_them(tmp_path: Path) -> None:
+    # `scale_shape = (out_features,)` (KernelBench level 2 `33_Gemm_Scale_BatchNorm`; 37 level-2 files derive such
+    # shapes): changing out_features alone left scale_shape at 8192, so the model could not be built and the size
+    # never shrank; the CPU proof ran out of time.
+    from kernelwright.problem.files import import_from_path, read_problem
+    from kernelwright.problem.sizes import apply, reduced_sizes
+
+    path = tmp_path / "derived.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, features, scale_shape):
+                super().__init__()
+                self.linear = nn.Linear(features, features)
+                self.scale = nn.Parameter(torch.randn(scale_shape))
+
+            def forward(self, x):
+                return self.linear(x) * self.scale
+
+        batch = 64
+        features = 1024
+        scale_shape = (features,)
+        doubled = scale_shape[0] * 2
+
+        def get_inputs():
+            return [torch.randn(batch, features)]
+
+        def get_init_inputs():
+            return [features, scale_shape]
+    """))
+    module = import_from_path(path, "derived_sizes")
+    apply(module, {"features": 16})
+    assert module.scale_shape == (16,) and module.doubled == 32
+    apply(module, {"features": 1024, "doubled": 5})  # an override wins over its own derivation
+    assert module.scale_shape == (1024,) and module.doubled == 5
+    broad = reduced_sizes(read_problem(path), max_elements=1 << 14, constructor=True)
+    assert "features" in broad
+
+
 def test_reduced_sizes_never_make_the_inputs_at_full_size(tmp_path: Path) -> None:
     # Sizes are budgeted on meta tensors and only sizes within the budget are run for real: a problem whose inputs
     # no machine could hold (2**40 elements here) still reduces, at once. KernelBench's exclusive cumsum (4 GiB of

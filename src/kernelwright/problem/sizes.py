@@ -14,8 +14,11 @@ checks: :func:`kernelwright.search.candidates.same_candidate_at`). A size ``Mode
 
 from __future__ import annotations
 
+import ast
+import functools
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from kernelwright.problem.files import ProblemFile, import_from_path
@@ -45,8 +48,40 @@ def _shrink(value: int, factor: int, minimum: int = SHRINKABLE_MIN, floor: int =
 
 
 def apply(module: Any, overrides: Mapping[str, int]) -> None:
+    """Set the module's size constants, and run again the module-level assignments derived from them, in order
+    (``scale_shape = (out_features,)``, ``bias_shape = (out_channels, 1, 1)``): a size changed alone would leave
+    them at the old value and the model unbuildable (37 of KernelBench's level-2 files derive such shapes)."""
     for name, value in overrides.items():
         setattr(module, name, int(value))
+    changed = set(overrides)
+    for statement in _assignments(getattr(module, "__file__", None)):
+        targets = {n.id for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        reads = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)}
+        if targets & set(overrides) or not reads & changed:
+            continue  # an override wins; a statement that reads no changed size stays as it ran
+        try:
+            exec(compile(ast.Module(body=[statement], type_ignores=[]), module.__file__, "exec"),  # noqa: S102
+                 module.__dict__)  # the problem's own statement, as its import ran it, with the new sizes
+        except Exception as exc:  # noqa: BLE001 - it then keeps its old value, as before this pass existed
+            log.info("could not derive %s from the new sizes: %s", ", ".join(sorted(targets)), exc)
+            continue
+        changed |= targets
+
+
+@functools.lru_cache(maxsize=64)
+def _module_assignments(path: str, mtime: float) -> tuple[ast.Assign, ...]:
+    tree = ast.parse(Path(path).read_text())
+    return tuple(s for s in tree.body if isinstance(s, ast.Assign)
+                 and all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store, ast.Starred))
+                         for t in s.targets for n in ast.walk(t)))
+
+
+def _assignments(path: str | None) -> tuple[ast.Assign, ...]:
+    """The module's top-level assignments to plain names, in order (none where its file cannot be read)."""
+    try:
+        return _module_assignments(path, Path(path).stat().st_mtime) if path else ()
+    except (OSError, SyntaxError, ValueError):
+        return ()
 
 
 def _meta_inputs(module: Any) -> list[Any]:
