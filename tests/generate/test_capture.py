@@ -78,7 +78,7 @@ BATCHNORM_TRAINING = """
             self.bn = nn.BatchNorm1d(features)
 
         def forward(self, x):
-            return torch.relu(self.bn(self.fc(x)))
+            return torch.nn.functional.dropout(torch.relu(self.bn(self.fc(x))), 0.25, self.training)
 
     def get_inputs():
         return [torch.randn(32, 24)]
@@ -95,18 +95,24 @@ torch.manual_seed(0); ref = problem.Model(*problem.get_init_inputs())
 torch.manual_seed(0); new = candidate.ModelNew(*problem.get_init_inputs())
 for step in range(2):  # the second call reads the statistics the first wrote
     x = torch.randn(32, 24)
-    a, b = ref(x), new(x)
+    torch.manual_seed(step); a = ref(x)
+    torch.manual_seed(step); b = new(x)  # the same dropout mask
     assert isinstance(b, torch.Tensor) and b.shape == a.shape, type(b)
     torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-4)
 for name, buffer in ref.named_buffers():
     torch.testing.assert_close(dict(new.named_buffers())[name], buffer, atol=1e-5, rtol=1e-4, msg=name)
+ref.eval(); new.eval()  # the running statistics, no dropout: what the reference computes, not the kernels' mode
+x = torch.randn(32, 24)
+torch.testing.assert_close(new(x), ref(x), atol=1e-4, rtol=1e-4)
 print("same")
 """
 
 
 def test_training_mode_batch_norm_updates_its_running_statistics_in_place(tmp_path: Path) -> None:
     # The running statistics are written back to the module's buffers, not returned as extra outputs (a
-    # KernelBench level-2 ModelNew returned four tensors where the reference returns one, 2026-12-01).
+    # KernelBench level-2 ModelNew returned four tensors where the reference returns one, 2026-12-01). Switched to
+    # eval mode, the ModelNew computes what the reference does (running statistics, no dropout): issue 15's
+    # defect — batch norm and dropout ran in training mode whatever .eval() said.
     import os
     import subprocess
     import sys
@@ -118,6 +124,7 @@ def test_training_mode_batch_norm_updates_its_running_statistics_in_place(tmp_pa
     assert len(the_plan.graph.returned) == 1 and {w[2] for w in the_plan.graph.writes} == {
         "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}
     assert "self.bn.running_mean.copy_(" in candidate.read_text()
+    assert "return self._forward_as_written(x)" in candidate.read_text()  # eval mode: the forward as written
     run = subprocess.run([sys.executable, "-c", _RUN_BOTH, str(problem), str(candidate)], capture_output=True,
                          text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
     assert run.returncode == 0 and "same" in run.stdout, run.stderr[-2000:]

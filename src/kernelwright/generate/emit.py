@@ -18,6 +18,7 @@ import torch
 
 from kernelwright.generate.families.base import Config, Family, Rendered
 from kernelwright.generate.graph import Node, ProblemGraph, Ref, Symbol, node_inputs
+from kernelwright.generate.operators import MODE_DEPENDENT
 from kernelwright.generate.plan import Plan
 
 HEADER_IMPORTS = """\
@@ -186,6 +187,12 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
     for i in range(graph.n_forward_args):
         forward_args.append(next(input_names) if i in positions else f"_unused_{i}")
     body: list[str] = []
+    other_mode = bool(graph.forward_source) and graph.training and any(n.op in MODE_DEPENDENT for n in graph.nodes)
+    if other_mode:
+        # The kernels compute training mode's result (batch statistics, dropout); in eval mode the reference
+        # computes another one, and so does this module: the forward as written.
+        body += ["if not self.training:  # eval mode: not the mode the kernels were written for",
+                 f"    return self._forward_as_written({', '.join(forward_args)})"]
     tensors = [v for v in graph.inputs if v not in graph.scalar_inputs]
     if tensors:
         body.append(f"_device = {tensors[0]}.device")
@@ -233,6 +240,8 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
         *(f"        {line}" for line in body),
         "",
     ]
+    if other_mode:
+        code += [graph.forward_source, ""]
     prelude = _prelude(graph.module_prelude, "\n".join(code))
     header = HEADER_IMPORTS if _uses("math", prelude + "\n".join(code)) else HEADER_IMPORTS.replace("import math\n\n", "")
     parts = [

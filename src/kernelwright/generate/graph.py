@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import logging
+import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,10 @@ class ProblemGraph:
     outputs: list[str]  # the graph's output values, in order: what it returns and what it writes back
     module_prelude: str  # imports and constants of the problem module, as source
     init_source: str  # Model.__init__ (and helpers the class defines), renamed to ModelNew
+    # Model.forward as written, renamed _forward_as_written: what a ModelNew whose kernels assume the captured mode
+    # (training-mode batch norm, dropout) runs in the other mode, so that .eval() computes what the reference does.
+    forward_source: str = ""
+    training: bool = True  # the module's mode when it was captured
     returns_tuple: bool  # forward returns a tuple/list (else one tensor)
     symbols: dict[str, Symbol] = field(default_factory=dict)  # sizes of a dynamic capture, in definition order
     dynamic: bool = False  # sizes were captured as symbols (else every size is a number)
@@ -181,18 +186,19 @@ def _export(model: torch.nn.Module, args: list[Any]) -> tuple[Any, bool]:
         return torch.export.export(model, tuple(args)).run_decompositions(), False
 
 
-def _model_source(problem: ProblemFile) -> tuple[str, str]:
-    """The problem module's prelude (everything but Model, get_inputs, get_init_inputs) and Model's class body
+def _model_source(problem: ProblemFile) -> tuple[str, str, str]:
+    """The problem module's prelude (everything but Model, get_inputs, get_init_inputs), Model's class body
     without forward, renamed to ModelNew — so a generated candidate builds exactly the reference's parameters,
-    in the same order, under the same seed."""
+    in the same order, under the same seed — and Model.forward as written, renamed ``_forward_as_written``."""
     tree = ast.parse(problem.source)
     prelude: list[str] = []
     init = ""
+    forward = ""
     for stmt in tree.body:
         segment = ast.get_source_segment(problem.source, stmt) or ""
         if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
-            body = [s for s in stmt.body if not (isinstance(s, ast.FunctionDef) and s.name == "forward")
-                    and not (isinstance(s, ast.Expr) and isinstance(getattr(s, "value", None), ast.Constant))]
+            body = [s for s in stmt.body
+                    if not (isinstance(s, ast.Expr) and isinstance(getattr(s, "value", None), ast.Constant))]
             lines = []
             source_lines = problem.source.splitlines()
             for s in body:
@@ -200,7 +206,11 @@ def _model_source(problem: ProblemFile) -> tuple[str, str]:
                 # indentation, which get_source_segment(padded=True) gives only to multi-line ones.
                 first = min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
                 text = "\n".join(source_lines[first - 1:s.end_lineno])
-                lines.append(text.replace("super(Model, self)", "super(ModelNew, self)"))
+                text = text.replace("super(Model, self)", "super(ModelNew, self)")
+                if isinstance(s, ast.FunctionDef) and s.name == "forward":
+                    forward = re.sub(r"\bdef forward\(", "def _forward_as_written(", text, count=1)
+                else:
+                    lines.append(text)
             init = "\n".join(lines)
         elif isinstance(stmt, ast.FunctionDef) and stmt.name in ("get_inputs", "get_init_inputs"):
             continue
@@ -208,7 +218,7 @@ def _model_source(problem: ProblemFile) -> tuple[str, str]:
             continue  # the problem's docstring
         else:
             prelude.append(segment)
-    return "\n".join(prelude), init
+    return "\n".join(prelude), init, forward
 
 
 def _forward_must_run(name: str, model: torch.nn.Module, args: list) -> None:
@@ -414,12 +424,13 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
     writes = tuple((spec.arg.name, "buffer" if spec.kind.name == "BUFFER_MUTATION" else "input", spec.target)
                    for spec in signature.output_specs
                    if spec.kind.name in ("BUFFER_MUTATION", "USER_INPUT_MUTATION") and hasattr(spec.arg, "name"))
-    prelude, init_source = _model_source(problem)
+    prelude, init_source, forward_source = _model_source(problem)
     out_spec = getattr(exported.call_spec, "out_spec", None)
     returns_tuple = bool(out_spec is not None and getattr(out_spec, "type", None) in (tuple, list))
     graph = ProblemGraph(problem=problem, nodes=nodes, values=values, parameters=parameters, inputs=user_inputs,
                          input_positions=positions, n_forward_args=len(args), outputs=outputs,
-                         module_prelude=prelude, init_source=init_source, returns_tuple=returns_tuple,
+                         module_prelude=prelude, init_source=init_source, forward_source=forward_source,
+                         training=model.training, returns_tuple=returns_tuple,
                          symbols=symbols, dynamic=dynamic, writes=writes, constants=constants,
                          scalar_inputs=scalar_inputs)
     graph.users = _users(nodes)

@@ -35,3 +35,10 @@ FREE = RESHAPES | UNIT_DIMS | PERMUTES | EXPANDS | SELECTIONS | STRIDED_VIEWS | 
 # Random operators: a backward that draws again cannot reproduce the forward's mask.
 RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "bernoulli",
                     "native_dropout", "normal", "uniform", "multinomial", "randperm", "exponential"})
+
+# Operators whose result depends on the module's mode (`.train()` / `.eval()`) as export writes a module in training
+# mode: batch norm with batch statistics and running statistics to update, dropout. A kernel written for training
+# computes something else in eval mode. (An eval-mode batch norm is also what `F.batch_norm(training=False)` writes,
+# and instance norm uses batch statistics in both modes: neither depends on the mode.)
+MODE_DEPENDENT = frozenset({"_native_batch_norm_legit_functional", "native_dropout", "dropout", "feature_dropout",
+                            "alpha_dropout", "feature_alpha_dropout"})
