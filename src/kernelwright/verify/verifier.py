@@ -9,15 +9,12 @@ runs (they are deleted from disk first), judges every output (:mod:`kernelwright
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import re
 import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +37,7 @@ from kernelwright.verify.findings import (
 )
 from kernelwright.verify.instructions import instruction_evidence, native_arch
 from kernelwright.verify.launches import trials_without_own
+from kernelwright.verify.phases import PhaseClock
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
 
 if TYPE_CHECKING:
@@ -137,8 +135,9 @@ class _Verification:
         self.traits: ProblemTraits | None = None
         self.work: Any = None
         self.reference_kernels: list[str] = []
-        self.phases: dict[str, float] = {}
-        self.started = time.monotonic()
+        # Wall time of each step of the protocol, for the verdict and (as they start and end) the progress file.
+        self.clock = PhaseClock(opts.progress_file)
+        self.phases = self.clock.phases
         self.budget_cut: str | None = None  # the job the deadline stopped, if it did
         self.ceilings: dict[str, Any] = {}  # the device's measured ceilings (the baseline job or the cache)
         self.expected_trials: list[int] = []  # the trials the candidate's child must report
@@ -169,33 +168,6 @@ class _Verification:
         return run
 
     # -- the whole protocol -------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _phase(self, name: str) -> Iterator[None]:
-        """Wall time of one step of the protocol, for the verdict (where a slow verify spends its time), and in
-        the progress file as it starts and ends ("end", or "stopped" where an exception or a signal left it)."""
-        started = time.monotonic()
-        self._progress(name, "start")
-        ended = "stopped"  # an exception or a signal (Ctrl-C, a call's limit) left the step
-        try:
-            yield
-            ended = "end"
-        finally:
-            took = time.monotonic() - started
-            self.phases[name] = round(self.phases.get(name, 0.0) + took, 2)
-            self._progress(name, ended, s=round(took, 2))
-
-    def _progress(self, phase: str, event: str, **extra: Any) -> None:
-        if not self.opts.progress_file:
-            return
-        line = {"phase": phase, "event": event, "at_s": round(time.monotonic() - self.started, 2), **extra,
-                "lock_wait_s": self.phases.get("gpu_lock_wait", 0.0)}
-        try:
-            Path(self.opts.progress_file).parent.mkdir(parents=True, exist_ok=True)
-            with open(self.opts.progress_file, "a") as f:
-                f.write(json.dumps(line) + "\n")
-        except OSError as exc:  # a diagnostic: never the verdict's problem
-            log.info("progress file %s: %s", self.opts.progress_file, exc)
-
     def run(self) -> Verdict:
         try:
             return self._protocol()
@@ -206,12 +178,12 @@ class _Verification:
                            findings=(Finding(code="budget-spent", message=f"no time left for the {cut.job} job"),))
 
     def _protocol(self) -> Verdict:
-        with self._phase("reference"):
+        with self.clock.phase("reference"):
             refs, ref_trials, semantics = self._reference()
-        with self._phase("candidate"):
+        with self.clock.phase("candidate"):
             cand = self._candidate(ref_trials)
         failure = self._child_failure(cand)
-        with self._phase("judging"):  # loading every output and comparing it with the float64 reference
+        with self.clock.phase("judging"):  # loading every output and comparing it with the float64 reference
             judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
             self._judge_kernels(cand)
         timing: dict[str, protocol.Measurement | None] = {}
@@ -234,19 +206,19 @@ class _Verification:
                                "the candidate's own: what was timed is not what was checked",
                                calls_without_own_kernel=without_own)
             if judged:  # a candidate already wrong when checked says nothing new by being wrong when timed
-                with self._phase("judging"):
+                with self.clock.phase("judging"):
                     self._judge_timed_outputs(timed.timed_trials, refs)
         for finding in cand.reports(protocol.ChildFinding):
             self.judge.add(finding.code, finding.message, **finding.details)
         self._notes(cand)
-        with self._phase("instructions"):
+        with self.clock.phase("instructions"):
             instructions = self._instructions(cand)
         if failure is None and judged and not self._integrity_failed() and "candidate" in timing:
-            with self._phase("baselines"):
+            with self.clock.phase("baselines"):
                 timing.update(self._baselines())
-        with self._phase("roofline"):
+        with self.clock.phase("roofline"):
             roofline, percent = self._roofline(timing)
-        with self._phase("decoys"):
+        with self.clock.phase("decoys"):
             self._degenerate_check(refs)
         return self._verdict(failure, cand, timing, roofline, percent, instructions)
 
