@@ -447,6 +447,53 @@ def test_changed_sizes_carry_to_the_shapes_derived_from_them(tmp_path: Path) -> 
     assert "features" in broad
 
 
+def test_sizes_written_as_numbers_in_shapes_shrink_too(tmp_path: Path) -> None:
+    # KernelBench's level 3 writes its image size as a number — `torch.rand(batch_size, 3, 224, 224)` inside
+    # get_inputs, or `input_shape = (batch_size, 3, 224, 224)` — and an MLP's widths as a list (`layer_sizes =
+    # [16384, 16384]`): the reducer knew integer constants only, so such CPU proofs ran at full size and out of time.
+    # Each distinct number is one size (`literal:96`): every occurrence changes at once, squares stay square.
+    from kernelwright.problem.files import import_from_path, read_problem
+    from kernelwright.problem.sizes import apply, reduced_sizes
+
+    path = tmp_path / "literal_sizes.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, widths):
+                super().__init__()
+                self.conv = nn.Conv2d(3, widths[0], 3, padding=1)
+                self.pool = nn.AdaptiveAvgPool2d(1)
+                self.fc = nn.Linear(widths[0], widths[1])
+
+            def forward(self, x, y):
+                return self.fc(self.pool(self.conv(x)).flatten(1)) + y.mean()
+
+        batch = 4
+        layer_sizes = [512, 512]
+        other_shape = (batch, 96, 96)
+
+        def get_inputs():
+            return [torch.rand(batch, 3, 96, 96), torch.rand(other_shape)]
+
+        def get_init_inputs():
+            return [layer_sizes]
+    """))
+    problem = read_problem(path)
+    assert problem.size_literals == {"literal:96": 96, "literal:512": 512}
+    module = import_from_path(path, "literal_sizes")
+    apply(module, {"literal:96": 24, "literal:512": 64})
+    x, y = module.get_inputs()
+    assert x.shape == (4, 3, 24, 24) and y.shape == (4, 24, 24) and module.layer_sizes == [64, 64]
+    apply(module, {"literal:96": 96, "literal:512": 512})
+    assert module.get_inputs()[0].shape == (4, 3, 96, 96) and module.layer_sizes == [512, 512]
+    inputs_only = reduced_sizes(problem, max_elements=1 << 12)
+    assert set(inputs_only) == {"literal:96"}  # the widths reach the constructor: not without the candidate's check
+    broad = reduced_sizes(problem, max_elements=1 << 12, constructor=True)
+    assert {"literal:96", "literal:512"} <= set(broad)
+
+
 def test_reduced_sizes_never_make_the_inputs_at_full_size(tmp_path: Path) -> None:
     # Sizes are budgeted on meta tensors and only sizes within the budget are run for real: a problem whose inputs
     # no machine could hold (2**40 elements here) still reduces, at once. KernelBench's exclusive cumsum (4 GiB of

@@ -13,7 +13,7 @@ import hashlib
 import importlib.util
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
@@ -101,6 +101,58 @@ def _int_globals(tree: ast.Module) -> dict[str, int]:
     return found
 
 
+# Tensor constructors whose positional arguments are all sizes (`torch.rand(batch_size, 3, 224, 224)`).
+_SIZED_CONSTRUCTORS = frozenset({"rand", "randn", "zeros", "ones", "empty"})
+LITERAL_PREFIX = "literal:"
+
+
+def literal_key(value: int) -> str:
+    """The size name of an integer written as a number in a shape: ``literal:224``."""
+    return f"{LITERAL_PREFIX}{value}"
+
+
+def sized_literals(function: ast.FunctionDef) -> list[ast.Constant]:
+    """The integer literals among the shape arguments of ``torch.rand/randn/zeros/ones/empty`` calls in
+    ``function`` (positional, or in a tuple or list given positionally)."""
+    found: list[ast.Constant] = []
+    for call in ast.walk(function):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr in _SIZED_CONSTRUCTORS and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "torch"):
+            continue
+        for arg in call.args:
+            found += display_literals(arg) if isinstance(arg, (ast.Tuple, ast.List)) else display_literals(
+                ast.Tuple(elts=[arg]))
+    return found
+
+
+# Smaller numbers in a shape are channels, kernel sizes and the like (`torch.rand(n, 3, 224, 224)`'s 3), which no
+# reduced size changes (problem/sizes.py shrinks nothing below 8).
+LITERAL_MIN = 8
+
+
+def display_literals(value: ast.expr) -> list[ast.Constant]:
+    """The integer literals (of at least :data:`LITERAL_MIN`) that are elements of a tuple or list display:
+    ``(batch_size, 3, 224, 224)``'s 224, ``[16384, 16384]``."""
+    if not isinstance(value, (ast.Tuple, ast.List)):
+        return []
+    return [e for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int and e.value >= LITERAL_MIN]
+
+
+def _input_literals(tree: ast.Module) -> dict[str, int]:
+    """Sizes written as numbers in shapes — inside ``get_inputs``' tensor constructors (``torch.rand(batch_size, 3,
+    224, 224)``) and in module-level tuples and lists (``input_shape = (batch_size, 3, 224, 224)``, ``layer_sizes =
+    [16384, 16384]``): KernelBench's level 3 sizes its networks that way. One name per distinct value, so that equal
+    sizes stay equal."""
+    found: list[ast.Constant] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
+            found += sized_literals(node)
+        elif isinstance(node, ast.Assign):
+            found += display_literals(node.value)
+    return {literal_key(c.value): c.value for c in found}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProblemFile:
     path: Path
@@ -108,10 +160,18 @@ class ProblemFile:
     sha256: str
     has_init_inputs: bool
     size_globals: dict[str, int]  # module-level int constants (candidates for a second-shape trial)
+    # Sizes written as numbers in shapes (`literal:224`, get_inputs' tensors and module-level tuples and lists):
+    # reduced sizes may change them too, every occurrence of the number at once.
+    size_literals: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.path.stem
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Every size a check may change: the module's integer constants and the literal sizes."""
+        return {**self.size_globals, **self.size_literals}
 
 
 def read_problem(path: str | Path) -> ProblemFile:
@@ -137,6 +197,7 @@ def read_problem(path: str | Path) -> ProblemFile:
         sha256=_sha256(source),
         has_init_inputs="get_init_inputs" in names,
         size_globals=_int_globals(tree),
+        size_literals=_input_literals(tree),
     )
 
 

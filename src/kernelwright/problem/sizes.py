@@ -15,13 +15,20 @@ checks: :func:`kernelwright.search.candidates.same_candidate_at`). A size ``Mode
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kernelwright.problem.files import ProblemFile, import_from_path
+from kernelwright.problem.files import (
+    LITERAL_PREFIX,
+    ProblemFile,
+    display_literals,
+    import_from_path,
+    sized_literals,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +58,23 @@ def apply(module: Any, overrides: Mapping[str, int]) -> None:
     """Set the module's size constants, and run again the module-level assignments derived from them, in order
     (``scale_shape = (out_features,)``, ``bias_shape = (out_channels, 1, 1)``): a size changed alone would leave
     them at the old value and the model unbuildable (37 of KernelBench's level-2 files derive such shapes)."""
+    literals = {int(k[len(LITERAL_PREFIX):]): int(v) for k, v in overrides.items() if k.startswith(LITERAL_PREFIX)}
+    overrides = {k: v for k, v in overrides.items() if not k.startswith(LITERAL_PREFIX)}
+    if literals:
+        _rewrite_inputs(module, literals)
     for name, value in overrides.items():
         setattr(module, name, int(value))
     changed = set(overrides)
     for statement in _assignments(getattr(module, "__file__", None)):
         targets = {n.id for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         reads = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)}
-        if targets & set(overrides) or not reads & changed:
+        hits = [c for c in display_literals(statement.value) if c.value in literals]
+        if targets & set(overrides) or not (reads & changed or hits):
             continue  # an override wins; a statement that reads no changed size stays as it ran
+        if hits:  # `input_shape = (batch_size, 3, 224, 224)` with 224 changed: the statement with the new number
+            statement = copy.deepcopy(statement)
+            for constant in display_literals(statement.value):
+                constant.value = literals.get(constant.value, constant.value)
         try:
             exec(compile(ast.Module(body=[statement], type_ignores=[]), module.__file__, "exec"),  # noqa: S102
                  module.__dict__)  # the problem's own statement, as its import ran it, with the new sizes
@@ -66,6 +82,23 @@ def apply(module: Any, overrides: Mapping[str, int]) -> None:
             log.info("could not derive %s from the new sizes: %s", ", ".join(sorted(targets)), exc)
             continue
         changed |= targets
+
+
+def _rewrite_inputs(module: Any, literals: Mapping[int, int]) -> None:
+    """``get_inputs`` defined again with its literal sizes replaced (``{224: 32}``: every 224 among its tensor shapes
+    becomes 32), from the module's own source; the same function where every value maps to itself."""
+    path = getattr(module, "__file__", None)
+    try:
+        tree = ast.parse(Path(path).read_text()) if path else None
+    except (OSError, SyntaxError, ValueError):
+        tree = None
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None) \
+        if tree else None
+    if function is None:
+        return
+    for constant in sized_literals(function):
+        constant.value = literals.get(constant.value, constant.value)
+    exec(compile(ast.Module(body=[function], type_ignores=[]), path, "exec"), module.__dict__)  # noqa: S102
 
 
 @functools.lru_cache(maxsize=64)
@@ -240,7 +273,7 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
     import torch
 
     module = import_from_path(problem.path, "kernelwright_sized_problem")
-    original = dict(problem.size_globals)
+    original = dict(problem.sizes)
 
     def elements() -> int:
         return _io_elements(module) + (_state_elements(module) if constructor else 0)
@@ -266,6 +299,13 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
         finally:
             apply(module, original)
 
+    def shapes_work(overrides: dict[str, int]) -> bool:
+        apply(module, {**original, **overrides})
+        try:
+            return _runs_on_meta(module)
+        finally:
+            apply(module, original)
+
     def within_budget(overrides: dict[str, int]) -> bool:
         apply(module, {**original, **overrides})
         try:
@@ -286,7 +326,9 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
             tried.append(overrides)
             if within_budget(overrides) and works(overrides):
                 return overrides, True
-        return next((o for o in reversed(tried) if works(o)), {}), False
+        # None fits: the smallest whose shapes work (checked on meta tensors — a model whose weights alone are
+        # gigabytes took minutes to build for real here, 2_ShallowWideMLP of level 3).
+        return next((o for o in reversed(tried) if shapes_work(o)), {}), False
 
     try:
         if small():

@@ -59,9 +59,9 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
     candidate_file = read_candidate(candidate)
     if opts.tolerance not in compare.MODES:
         raise ConfigError(f"tolerance {opts.tolerance!r} is not one of {', '.join(compare.MODES)}")
-    unknown = sorted(set(opts.size_overrides or {}) - set(problem_file.size_globals))
+    unknown = sorted(set(opts.size_overrides or {}) - set(problem_file.sizes))
     if unknown:
-        known = ", ".join(sorted(problem_file.size_globals)) or "none"
+        known = ", ".join(sorted(problem_file.sizes)) or "none"
         raise InputError(f"problem {problem_file.path.name} has no module-level size {unknown[0]!r} "
                          f"(its sizes: {known})")
     device = resolve_device(opts.device)
