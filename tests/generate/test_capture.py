@@ -232,3 +232,46 @@ def test_class_attributes_and_decorated_methods_of_the_model_keep_their_place(tm
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # noqa: S102 - a generated file of this test, no kernel is run
     assert module.ModelNew(6).linear.out_features == 12
+
+
+def test_numbers_used_as_numbers_and_numbers_that_change_dtypes(tmp_path: Path) -> None:
+    # `F.leaky_relu(x, s)` takes the number as a number: export reads it with `.item()`, which the candidate now
+    # writes (it wrote the recorded None and crashed). A number times a 0-d half tensor promotes when it is a tensor
+    # (fp16 -> fp32), not when it is a number: refused with the fix named, not captured wrong.
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import generate
+
+    problem = write_problem(tmp_path, "as_number", """
+        class Model(nn.Module):
+            def forward(self, x, s: float):
+                return torch.nn.functional.leaky_relu(x, s) * 2.0
+
+        def get_inputs():
+            return [torch.randn(33, 17), 0.1]
+
+        def get_init_inputs():
+            return []
+    """)
+    _, candidate = generate(problem, tmp_path / "candidate.py")
+    check = _OTHER_NUMBERS.replace("for scale, shift in ((3.14, 2), (-0.5, 7), (1e-3, -4)):\n    torch.testing."
+                                   "assert_close(new(x, scale, shift), ref(x, scale, shift))",
+                                   "for s in (0.1, 0.3):\n    torch.testing.assert_close(new(x, s), ref(x, s))")
+    run = subprocess.run([sys.executable, "-c", check, str(problem), str(candidate)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert run.returncode == 0 and "same" in run.stdout, run.stderr[-2000:]
+    promoted = write_problem(tmp_path, "promoted", """
+        class Model(nn.Module):
+            def forward(self, x, s: float):
+                return x.sum(-1) * s
+
+        def get_inputs():
+            return [torch.randn(128, dtype=torch.float16), 0.5]
+
+        def get_init_inputs():
+            return []
+    """)
+    with pytest.raises(InputError, match="changes the result's dtype"):
+        capture(promoted)

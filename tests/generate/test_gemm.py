@@ -240,3 +240,29 @@ def test_integer_matmul_stays_in_pytorch(tmp_path: Path) -> None:
     graph = capture(problem)
     assert GemmFamily().claim(graph, graph.node("mm"), set()) is None
     assert torch.int64 == graph.info("mm").dtype
+
+
+def test_index_values_from_a_run_time_start_stay_in_pytorch(tmp_path: Path) -> None:
+    # `arange(m, 2 * m)` and `arange(2 * m)[-m:]` start at a size: the tile coordinates plus the example's m would be
+    # wrong at any other m, so those index values are read from PyTorch's tensors (a review found it, 2026-12-02).
+    from .conftest import write_problem
+
+    path = write_problem(tmp_path, "sized_start", """
+        class Model(nn.Module):
+            def forward(self, a, b):
+                y = a @ b
+                m = y.shape[0]
+                return y + torch.arange(m, 2 * m)[:, None] + torch.arange(2 * m)[-m:][:, None]
+
+        m, k, n = 16, 8, 12
+
+        def get_inputs():
+            return [torch.randn(m, k), torch.randn(k, n)]
+
+        def get_init_inputs():
+            return []
+    """)
+    the_plan = plan(capture(path))
+    (group,) = [g for g in the_plan.groups if g.family == "gemm"]
+    assert not group.detail["gemm"].indices
+    assert "arange" not in _ops(the_plan)

@@ -166,3 +166,26 @@ def test_exclusive_scans_read_the_source_one_step_behind(check) -> None:
     assert all(g.detail["exclusive"] for g in plan.groups)
     assert verdict.status is Status.PASSED, verdict.message
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+
+
+def test_an_exclusive_scan_whose_scan_is_also_returned_is_not_shifted(tmp_path) -> None:
+    # The kernel would store the shifted scan, at the cat's shape, into the scan's own output.
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import plan
+
+    from .conftest import write_problem
+
+    path = write_problem(tmp_path, "exclusive_and_inclusive", """
+        class Model(nn.Module):
+            def forward(self, x):
+                c = torch.cumsum(x[:, :-1], 1)
+                return torch.cat((torch.zeros_like(x[:, :1]), c), 1), c
+
+        def get_inputs():
+            return [torch.randn(6, 40)]
+
+        def get_init_inputs():
+            return []
+    """)
+    the_plan = plan(capture(path))
+    assert not any(g.detail.get("exclusive") for g in the_plan.groups)

@@ -494,6 +494,36 @@ def test_sizes_written_as_numbers_in_shapes_shrink_too(tmp_path: Path) -> None:
     assert {"literal:96", "literal:512"} <= set(broad)
 
 
+def test_a_size_that_feeds_a_value_the_model_reads_never_shrinks(tmp_path: Path) -> None:
+    # `scale = dim ** -0.5` and the forward reads `scale`: shrinking `dim` would derive another scale for the
+    # reference while the candidate holds the full-size one (a review found it, 2026-12-02).
+    from kernelwright.problem.files import read_problem
+    from kernelwright.problem.sizes import named_by_model, reduced_sizes
+
+    path = tmp_path / "scaled.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * scale
+
+        batch = 4096
+        dim = 4096
+        scale = dim ** -0.5
+
+        def get_inputs():
+            return [torch.randn(batch, dim)]
+
+        def get_init_inputs():
+            return []
+    """))
+    problem = read_problem(path)
+    assert {"scale", "dim"} <= named_by_model(problem)
+    assert set(reduced_sizes(problem)) == {"batch"}
+
+
 def test_reduced_sizes_never_make_the_inputs_at_full_size(tmp_path: Path) -> None:
     # Sizes are budgeted on meta tensors and only sizes within the budget are run for real: a problem whose inputs
     # no machine could hold (2**40 elements here) still reduces, at once. KernelBench's exclusive cumsum (4 GiB of

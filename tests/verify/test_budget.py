@@ -35,7 +35,7 @@ def test_no_time_left_is_a_timeout_verdict_before_anything_runs(tmp_path: Path) 
     assert time.monotonic() - started < 5
     # The progress file says which step the budget stopped.
     events = [(x["phase"], x["event"]) for x in map(json.loads, progress.read_text().splitlines())]
-    assert events == [("reference", "start"), ("reference", "stopped")]
+    assert events == [("verify", "start"), ("reference", "start"), ("reference", "stopped")]
 
 
 @pytest.mark.slow

@@ -49,8 +49,10 @@ def test_honest_triton_softmax_passes_every_trial(run, tmp_path: Path) -> None:
     assert data["status"] == "passed" and data["seed"] == 7
     # The progress file names each step as it starts and ends, in order, with the verdict's own durations.
     lines = [json.loads(line) for line in progress.read_text().splitlines()]
-    assert [(x["phase"], x["event"]) for x in lines[:4]] == [("reference", "start"), ("reference", "end"),
-                                                            ("candidate", "start"), ("candidate", "end")]
+    assert [(x["phase"], x["event"]) for x in lines[:5]] == [("verify", "start"), ("reference", "start"),
+                                                            ("reference", "end"), ("candidate", "start"),
+                                                            ("candidate", "end")]
+    assert lines[0]["candidate"].endswith("softmax_ok.py")
     ends: dict[str, float] = {}
     for x in lines:
         if x["event"] == "end":

@@ -74,6 +74,8 @@ def _symbol_expr(symbol: Symbol) -> str:
     if packet in _SIZE_METHODS:
         rest = ", ".join(_fmt(a) for a in args[1:])
         return f"{_fmt(args[0])}.{_SIZE_METHODS[packet]}({rest})"
+    if packet in ("_local_scalar_dense", "item"):  # a number the forward took, used as a number (a 0-d tensor here)
+        return f"{_fmt(args[0])}.item()"
     if target in _INFIX and len(args) == 2:
         return f"({_fmt(args[0])} {_INFIX[target]} {_fmt(args[1])})"
     if target is operator.neg:
@@ -196,9 +198,10 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
     tensors = [v for v in graph.inputs if v not in graph.scalar_inputs]
     if tensors:
         body.append(f"_device = {tensors[0]}.device")
+    elif graph.scalar_inputs:  # numbers only: where the module's weights are (else the default device)
+        body.append("_device = next(iter(self.parameters()), torch.empty(0)).device")
     for name, dtype in graph.scalar_inputs.items():  # a number the forward takes, read by kernels as a 0-d tensor
-        device = "_device" if tensors else "'cpu'"
-        body.append(f"{name} = torch.as_tensor({name}, dtype={dtype}, device={device})")
+        body.append(f"{name} = torch.as_tensor({name}, dtype={dtype}, device=_device)")
     used = {v for n in graph.nodes for v in node_inputs(n)} | set(graph.outputs)
     for placeholder, fqn in graph.parameters.items():
         if placeholder in used:

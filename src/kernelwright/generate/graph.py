@@ -339,6 +339,7 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
     sizes.apply(module, size_overrides or {})
     try:  # shapes and dtypes are all a graph needs: a large problem is captured on the meta device
         model, args = _instantiate(module, seed, torch.device("meta"))
+        plain_args = args
         args, numbers = _numbers_as_tensors(args)
         if _bytes(model, args) <= REAL_CAPTURE_BYTES:
             raise ValueError("small enough to capture with real tensors")
@@ -348,6 +349,7 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
     except Exception as exc:  # small; an operator without a meta kernel; a data-dependent forward: real tensors
         log.info("capturing with real tensors (%s: %s)", type(exc).__name__, exc)
         model, args = _instantiate(module, seed, None, name=problem.path.name)
+        plain_args = args
         args, numbers = _numbers_as_tensors(args)
         try:
             exported, dynamic = _export(model, args)
@@ -434,7 +436,23 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
                          symbols=symbols, dynamic=dynamic, writes=writes, constants=constants,
                          scalar_inputs=scalar_inputs)
     graph.users = _users(nodes)
+    if numbers:
+        _same_dtypes_with_numbers(problem.path.name, model, plain_args, graph)
     return graph
+
+
+def _same_dtypes_with_numbers(name: str, model: torch.nn.Module, plain_args: list[Any], graph: ProblemGraph) -> None:
+    """Raise InputError where a number the forward takes, captured as a 0-d tensor, changed a result's dtype: two
+    0-d operands promote as tensors do (an fp16 sum times 0.5 becomes fp32), where a number would not."""
+    with torch.no_grad():
+        out = model(*plain_args)
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    expected = [o.dtype for o in outs if isinstance(o, torch.Tensor)]
+    got = [graph.info(o).dtype for o in graph.returned]
+    if expected != got:
+        raise InputError(f"problem {name}: a number its forward takes changes the result's dtype when captured as a "
+                         f"tensor ({', '.join(map(str, got))} instead of {', '.join(map(str, expected))}); pass it "
+                         "as a tensor in get_inputs, or use --generator llm")
 
 
 def _refs(value: Any) -> Iterator[str]:

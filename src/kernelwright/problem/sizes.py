@@ -27,6 +27,7 @@ from kernelwright.problem.files import (
     ProblemFile,
     display_literals,
     import_from_path,
+    literal_key,
     sized_literals,
 )
 
@@ -168,11 +169,25 @@ def named_by_model(problem: ProblemFile) -> set[str]:
     import ast
 
     named: set[str] = set()
-    for stmt in ast.parse(problem.source).body:
+    body = ast.parse(problem.source).body
+    for stmt in body:
         if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
             local = {a.arg for n in ast.walk(stmt) if isinstance(n, ast.arguments)
                      for a in [*n.posonlyargs, *n.args, *n.kwonlyargs, n.vararg, n.kwarg] if a is not None}
             named |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - local
+    # And the sizes a name it reads is derived from (`scale = dim ** -0.5`): :func:`apply` derives it again.
+    grew = True
+    while grew:
+        grew = False
+        for stmt in body:
+            if not isinstance(stmt, ast.Assign):
+                continue
+            targets = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if targets & named:
+                reads = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)} - named
+                reads |= {literal_key(c.value) for c in display_literals(stmt.value)} - named  # its numbers too
+                grew = grew or bool(reads)
+                named |= reads
     return named
 
 

@@ -17,10 +17,12 @@ log = logging.getLogger(__name__)
 
 
 class PhaseClock:
-    def __init__(self, progress_file: str | None = None) -> None:
+    def __init__(self, progress_file: str | None = None, candidate: str = "") -> None:
         self.phases: dict[str, float] = {}  # step -> seconds (a step entered twice adds up)
         self.progress_file = progress_file
         self.started = time.monotonic()
+        # Where one verify's lines begin: a file several verifies append to (a search's finalists) stays readable.
+        self._write("verify", "start", candidate=candidate)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

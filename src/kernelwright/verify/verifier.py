@@ -136,7 +136,7 @@ class _Verification:
         self.work: Any = None
         self.reference_kernels: list[str] = []
         # Wall time of each step of the protocol, for the verdict and (as they start and end) the progress file.
-        self.clock = PhaseClock(opts.progress_file)
+        self.clock = PhaseClock(opts.progress_file, candidate=str(candidate.path))
         self.phases = self.clock.phases
         self.budget_cut: str | None = None  # the job the deadline stopped, if it did
         self.ceilings: dict[str, Any] = {}  # the device's measured ceilings (the baseline job or the cache)

@@ -155,8 +155,8 @@ class MaskEvaluator:
             if not all(isinstance(a, int) and not isinstance(a, bool) for a in args) or len(shape) != 1:
                 return None
             start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
-            if step != 1:
-                return None
+            if step != 1 or (len(args) > 1 and _run_time(node, 0)):
+                return None  # a start that is a size (`arange(m, 2 * m)`) would be the example's number
             if shape[0] == 1:
                 return _const(start, shape)  # a broadcast size-1 dim always reads index 0
             return _affine({0: 1}, start, shape)
@@ -260,16 +260,22 @@ class MaskEvaluator:
         if not all(isinstance(v, int) for v in (dim, start, step)) or step < 1 or not -rank <= dim < rank:
             return None
         dim %= rank
-        if start < 0:
-            start = max(start + x.shape[dim], 0)
-        if x.affine is None:
-            return x if not x.forms else None  # a constant; a step value's forms would move
+        if start < 0 or _run_time(node, 2) or _run_time(node, 4):
+            return None  # a start counted from the end, or one that is a size, would be the example's number
+        if x.affine is None:  # a constant; a step value's forms would move
+            return _const(x.at(lambda k: 0), shape) if not x.forms else None
         right = rank - 1 - dim
         coef = dict(x.affine[0])
         const = x.affine[1] + coef.get(right, 0) * start
         if right in coef:
             coef[right] *= step
         return _affine(coef, const, shape)
+
+
+def _run_time(node: Node, index: int) -> bool:
+    """Whether argument ``index`` of ``node`` is a size of the capture (a symbol), which ``args`` holds as the
+    example's number."""
+    return node.sym_args is not None and len(node.sym_args) > index and isinstance(node.sym_args[index], Ref)
 
 
 def masked_keys(mask: _Sym, scores: Sequence[int], test: Callable[[Any], bool]) -> str | None:

@@ -84,6 +84,8 @@ def exclusive_scan(graph: ProblemGraph, node: Node, claimed: set[str]) -> tuple[
     dim = scan_dim(node, rank)
     x = sliced.args[0]
     args = list(sliced.args) + [None] * (5 - len(sliced.args))
+    if not isinstance(args[1], int) or {node.name, sliced.name} & set(graph.outputs):
+        return None  # the scan itself (or the slice) is wanted too: it is not the kernel's result
     if not isinstance(x, Ref) or x.name not in graph.values or args[1] % rank != dim or args[2] not in (0, None) or \
             args[4] not in (1, None) or graph.info(x.name).shape[dim] != node.info.shape[dim] + 1:
         return None
@@ -99,7 +101,7 @@ def exclusive_scan(graph: ProblemGraph, node: Node, claimed: set[str]) -> tuple[
     if fill is None or fill.affine is not None or fill.forms or fill.at(lambda k: 0) != IDENTITY[node.op]:
         return None
     replaced = [sliced.name, *_with_views(graph, evaluator.nodes, x.name), cat.name]
-    if any(n in claimed for n in replaced) or \
+    if any(n in claimed for n in replaced) or any(n in graph.outputs for n in replaced[:-1]) or \
             any(u not in {*replaced, node.name} for n in replaced[:-1] for u in graph.users.get(n, [])):
         return None
     return x.name, tuple(replaced), cat.name
