@@ -20,6 +20,7 @@ from kernelwright.generate.families.base import Config, Family, Rendered
 from kernelwright.generate.graph import Node, ProblemGraph, Ref, Symbol, node_inputs
 from kernelwright.generate.operators import MODE_DEPENDENT
 from kernelwright.generate.plan import Plan
+from kernelwright.generate.symbols import python_of
 
 HEADER_IMPORTS = """\
 import math
@@ -60,32 +61,10 @@ def _aten_call(node: Node) -> str:
     return f"torch.ops.{target}({', '.join(args)})"
 
 
-_INFIX = {operator.mul: "*", operator.add: "+", operator.sub: "-", operator.floordiv: "//",
-          operator.truediv: "/", operator.mod: "%", operator.pow: "**", operator.eq: "==", operator.ne: "!=",
-          operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
-_SIZE_METHODS = {"sym_size": "size", "sym_stride": "stride", "sym_numel": "numel",
-                 "sym_storage_offset": "storage_offset"}
-
-
 def _symbol_expr(symbol: Symbol) -> str:
-    """Python for one symbolic size: ``x.size(1)``, ``a * b``, ``float(a)``; the example's number as a last resort."""
-    target, args = symbol.target, symbol.args
-    packet = getattr(getattr(target, "overloadpacket", None), "__name__", None)
-    if packet in _SIZE_METHODS:
-        rest = ", ".join(_fmt(a) for a in args[1:])
-        return f"{_fmt(args[0])}.{_SIZE_METHODS[packet]}({rest})"
-    if packet in ("_local_scalar_dense", "item"):  # a number the forward took, used as a number (a 0-d tensor here)
-        return f"{_fmt(args[0])}.item()"
-    if target in _INFIX and len(args) == 2:
-        return f"({_fmt(args[0])} {_INFIX[target]} {_fmt(args[1])})"
-    if target is operator.neg:
-        return f"(-{_fmt(args[0])})"
-    name = getattr(target, "__name__", "")
-    functions = {"sym_float": "float", "sym_int": "int", "sym_max": "max", "sym_min": "min", "sym_not": "not ",
-                 "ceil": "math.ceil", "floor": "math.floor", "sqrt": "math.sqrt"}
-    if name in functions:
-        return f"{functions[name]}({', '.join(_fmt(a) for a in args)})"
-    return repr(symbol.hint)
+    """Python for one symbolic size (:func:`~kernelwright.generate.symbols.python_of`); the example's number as a
+    last resort."""
+    return python_of(symbol) or repr(symbol.hint)
 
 
 def _symbols_used(value: Any, symbols: Mapping[str, Symbol], out: list[str]) -> None:
@@ -210,22 +189,23 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
         if placeholder in used:
             body.append(f"{placeholder} = torch.tensor({value.tolist()!r}, dtype={value.dtype}, device=_device)")
     defined: set[str] = set()  # symbolic sizes written so far
+
+    def define(names: list[str]) -> None:
+        for name in names:
+            if name not in defined:
+                defined.add(name)
+                body.append(f"{name} = {_symbol_expr(graph.symbols[name])}")
+
     for kind, ref in _schedule(plan):
         if kind == "group":
             group = plan.groups[ref]
             sizes = list(group.detail.get("sizes", ()))  # run-time sizes the group's kernel computes with
-            for name in _symbols(graph, sizes):
-                if name not in defined:
-                    defined.add(name)
-                    body.append(f"{name} = {_symbol_expr(graph.symbols[name])}")
+            define(_symbols(graph, sizes))
             targets = ", ".join(group.outputs) + ("," if len(group.outputs) == 1 else "")
             body.append(f"{targets} = {rendered[ref].launcher}({', '.join([*group.inputs, *sizes])})")
         else:
             node = graph.node(ref)
-            for name in _node_symbols(graph, node):
-                if name not in defined:
-                    defined.add(name)
-                    body.append(f"{name} = {_symbol_expr(graph.symbols[name])}")
+            define(_node_symbols(graph, node))
             body.append(f"{node.name} = {_aten_call(node)}")
     for value, kind, target in graph.writes:  # written back in place, as the reference's forward does
         body.append(f"{_state(target) if kind == 'buffer' else target}.copy_({value})")

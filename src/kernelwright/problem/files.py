@@ -121,8 +121,8 @@ def sized_literals(function: ast.FunctionDef) -> list[ast.Constant]:
                 and call.func.value.id == "torch"):
             continue
         for arg in call.args:
-            found += display_literals(arg) if isinstance(arg, (ast.Tuple, ast.List)) else display_literals(
-                ast.Tuple(elts=[arg]))
+            items = arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]
+            found += [a for a in items if _size_constant(a)]
     return found
 
 
@@ -134,9 +134,11 @@ LITERAL_MIN = 8
 def display_literals(value: ast.expr) -> list[ast.Constant]:
     """The integer literals (of at least :data:`LITERAL_MIN`) that are elements of a tuple or list display:
     ``(batch_size, 3, 224, 224)``'s 224, ``[16384, 16384]``."""
-    if not isinstance(value, (ast.Tuple, ast.List)):
-        return []
-    return [e for e in value.elts if isinstance(e, ast.Constant) and type(e.value) is int and e.value >= LITERAL_MIN]
+    return [e for e in value.elts if _size_constant(e)] if isinstance(value, (ast.Tuple, ast.List)) else []
+
+
+def _size_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= LITERAL_MIN
 
 
 def _input_literals(tree: ast.Module) -> dict[str, int]:

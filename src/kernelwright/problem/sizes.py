@@ -15,10 +15,11 @@ checks: :func:`kernelwright.search.candidates.same_candidate_at`). A size ``Mode
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,7 @@ def apply(module: Any, overrides: Mapping[str, int]) -> None:
         setattr(module, name, int(value))
     changed = set(overrides)
     for statement in _assignments(getattr(module, "__file__", None)):
-        targets = {n.id for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        reads = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)}
+        targets, reads = _names(statement.targets), _names(statement.value)
         hits = [c for c in display_literals(statement.value) if c.value in literals]
         if targets & set(overrides) or not (reads & changed or hits):
             continue  # an override wins; a statement that reads no changed size stays as it ran
@@ -89,33 +89,67 @@ def _rewrite_inputs(module: Any, literals: Mapping[int, int]) -> None:
     """``get_inputs`` defined again with its literal sizes replaced (``{224: 32}``: every 224 among its tensor shapes
     becomes 32), from the module's own source; the same function where every value maps to itself."""
     path = getattr(module, "__file__", None)
-    try:
-        tree = ast.parse(Path(path).read_text()) if path else None
-    except (OSError, SyntaxError, ValueError):
-        tree = None
-    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None) \
-        if tree else None
+    tree = _module_tree(path)
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None)
     if function is None:
         return
+    function = copy.deepcopy(function)  # the parse is cached: change a copy
     for constant in sized_literals(function):
         constant.value = literals.get(constant.value, constant.value)
     exec(compile(ast.Module(body=[function], type_ignores=[]), path, "exec"), module.__dict__)  # noqa: S102
 
 
 @functools.lru_cache(maxsize=64)
-def _module_assignments(path: str, mtime: float) -> tuple[ast.Assign, ...]:
-    tree = ast.parse(Path(path).read_text())
-    return tuple(s for s in tree.body if isinstance(s, ast.Assign)
-                 and all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store, ast.Starred))
-                         for t in s.targets for n in ast.walk(t)))
+def _parsed(path: str, mtime: float) -> ast.Module:
+    return ast.parse(Path(path).read_text())
 
 
-def _assignments(path: str | None) -> tuple[ast.Assign, ...]:
-    """The module's top-level assignments to plain names, in order (none where its file cannot be read)."""
+def _module_tree(path: str | None) -> ast.Module:
+    """The module's source, parsed once per file version (an empty module where it cannot be read)."""
     try:
-        return _module_assignments(path, Path(path).stat().st_mtime) if path else ()
+        return _parsed(path, Path(path).stat().st_mtime) if path else ast.Module(body=[], type_ignores=[])
     except (OSError, SyntaxError, ValueError):
-        return ()
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _assignments(path: str | None) -> list[ast.Assign]:
+    """The module's top-level assignments to plain names, in order."""
+    return [s for s in _module_tree(path).body if isinstance(s, ast.Assign)
+            and all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store, ast.Starred))
+                    for t in s.targets for n in ast.walk(t))]
+
+
+def _names(node: ast.AST | list[ast.expr]) -> set[str]:
+    """The names ``node`` (or each of a list of nodes) mentions."""
+    nodes = node if isinstance(node, list) else [node]
+    return {n.id for part in nodes for n in ast.walk(part) if isinstance(n, ast.Name)}
+
+
+@contextlib.contextmanager
+def _sized(module: Any, original: Mapping[str, int], overrides: Mapping[str, int]) -> Iterator[None]:
+    """The module at ``overrides`` of its ``original`` sizes for the block, then back."""
+    apply(module, {**original, **overrides})
+    try:
+        yield
+    finally:
+        apply(module, original)
+
+
+def _init_inputs(module: Any) -> list[Any]:
+    """``get_init_inputs()`` under the seed every check uses (real tensors: a constructor's arguments)."""
+    import torch
+
+    torch.manual_seed(0)
+    return list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+
+
+def _meta_model(module: Any) -> Any:
+    """``Model(*get_init_inputs())`` built on the meta device: no memory, no arithmetic."""
+    import torch
+
+    init = _init_inputs(module)
+    with torch.device("meta"):
+        return module.Model(*init)
 
 
 def _meta_inputs(module: Any) -> list[Any]:
@@ -141,10 +175,7 @@ def _io_elements(module: Any) -> int:
     inputs = _meta_inputs(module)
     total = sum(v.numel() for v in inputs if isinstance(v, torch.Tensor))
     try:
-        torch.manual_seed(0)
-        init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
-        with torch.device("meta"):
-            model = module.Model(*init)
+        model = _meta_model(module)
         with torch.no_grad():
             out = model(*inputs)
     except Exception:  # noqa: BLE001 - no meta kernel, or anything else: the inputs decide
@@ -157,17 +188,13 @@ def _init_signature(module: Any) -> list[Any]:
     """The constructor's arguments, comparable: tensors by shape, everything else by value."""
     import torch
 
-    torch.manual_seed(0)
-    values = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
-    return [("tensor", tuple(v.shape)) if isinstance(v, torch.Tensor) else v for v in values]
+    return [("tensor", tuple(v.shape)) if isinstance(v, torch.Tensor) else v for v in _init_inputs(module)]
 
 
 def named_by_model(problem: ProblemFile) -> set[str]:
     """Module-level names ``Model``'s code reads (its methods' own arguments are not). A size among them is read
     by the reference itself — a candidate generated from the full-size problem holds its value (a scale, a view's
     shape) — so it never shrinks."""
-    import ast
-
     named: set[str] = set()
     body = ast.parse(problem.source).body
     for stmt in body:
@@ -182,9 +209,8 @@ def named_by_model(problem: ProblemFile) -> set[str]:
         for stmt in body:
             if not isinstance(stmt, ast.Assign):
                 continue
-            targets = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-            if targets & named:
-                reads = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)} - named
+            if _names(stmt.targets) & named:
+                reads = _names(stmt.value) - named
                 reads |= {literal_key(c.value) for c in display_literals(stmt.value)} - named  # its numbers too
                 grew = grew or bool(reads)
                 named |= reads
@@ -203,14 +229,9 @@ def _shrinkable(module: Any, original: Mapping[str, int], named: set[str], *, co
     for name, value in original.items():
         if value < minimum or name in named:
             continue
-        apply(module, {**original, name: value // 2})
-        try:
+        with _sized(module, original, {name: value // 2}), contextlib.suppress(Exception):
             if (constructor or _init_signature(module) == base) and _runs_on_meta(module):
                 free.append(name)
-        except Exception:
-            pass
-        finally:
-            apply(module, original)
     return free
 
 
@@ -219,8 +240,7 @@ def _runs_on_meta(module: Any) -> bool:
     no arithmetic); True where an operator has no meta kernel (undecided: the factor search runs it for real)."""
     import torch
 
-    torch.manual_seed(0)
-    init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+    init = _init_inputs(module)
     inputs = _meta_inputs(module)
     try:
         with torch.device("meta"):
@@ -237,13 +257,8 @@ def _runs_on_meta(module: Any) -> bool:
 
 def _state_elements(module: Any) -> int:
     """Elements of the module's parameters and buffers (built on the meta device: no memory, no arithmetic)."""
-    import torch
 
-    torch.manual_seed(0)
-    init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
-    with torch.device("meta"):
-        model = module.Model(*init)
-    return sum(t.numel() for t in model.state_dict().values())
+    return sum(t.numel() for t in _meta_model(module).state_dict().values())
 
 
 def state_elements(problem: ProblemFile) -> int:
@@ -258,11 +273,8 @@ def flops(module: Any) -> int:
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
-        torch.manual_seed(0)
-        init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
         inputs = _meta_inputs(module)
-        with torch.device("meta"):
-            model = module.Model(*init)
+        model = _meta_model(module)
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             model(*inputs)
         return int(counter.get_total_flops())
@@ -298,35 +310,25 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
 
     def works(overrides: dict[str, int]) -> bool:
         """Whether the reference runs for real at ``overrides`` and gives finite outputs."""
-        apply(module, {**original, **overrides})
-        try:
-            torch.manual_seed(0)
-            init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
-            model = module.Model(*init)
-            torch.manual_seed(0)
-            with torch.no_grad():
-                out = model(*module.get_inputs())
-            outs = out if isinstance(out, (tuple, list)) else [out]
-            return all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs)
-        except Exception as exc:  # this factor breaks the problem: try the next
-            log.info("sizes %s do not work for %s: %s", overrides, problem.path.name, exc)
-            return False
-        finally:
-            apply(module, original)
+        with _sized(module, original, overrides):
+            try:
+                model = module.Model(*_init_inputs(module))
+                torch.manual_seed(0)
+                with torch.no_grad():
+                    out = model(*module.get_inputs())
+                outs = out if isinstance(out, (tuple, list)) else [out]
+                return all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs)
+            except Exception as exc:  # this factor breaks the problem: try the next
+                log.info("sizes %s do not work for %s: %s", overrides, problem.path.name, exc)
+                return False
 
     def shapes_work(overrides: dict[str, int]) -> bool:
-        apply(module, {**original, **overrides})
-        try:
+        with _sized(module, original, overrides):
             return _runs_on_meta(module)
-        finally:
-            apply(module, original)
 
     def within_budget(overrides: dict[str, int]) -> bool:
-        apply(module, {**original, **overrides})
-        try:
+        with _sized(module, original, overrides):
             return small()  # shapes only (meta tensors): nothing is computed
-        finally:
-            apply(module, original)
 
     def search(minimum: int, floor: int) -> tuple[dict[str, int], bool]:
         """The smallest working overrides of one pass, and whether they fit the budget. Only sizes that fit are run

@@ -19,6 +19,7 @@ from kernelwright.config import config
 from kernelwright.generate import expr
 from kernelwright.generate.graph import Node, ProblemGraph, Ref, TensorInfo, node_inputs
 from kernelwright.generate.operators import CONSTANTS, ELEMENTWISE_COPIES
+from kernelwright.generate.symbols import python_of
 from kernelwright.hardware.spec import gpus_for_arch
 from kernelwright.records import DEFAULT_POLICY, Policy  # noqa: F401 - the families' precision policy, re-exported
 
@@ -108,12 +109,6 @@ def make_group(graph: ProblemGraph, family: str, names: Iterable[str], *, anchor
     return Group(family=family, nodes=ordered, inputs=inputs, outputs=outputs, anchor=anchor, detail=detail)
 
 
-# How a symbolic size is computed, by the name of its target: what the emitter writes as Python from the tensors
-# (``x.size(0)``, ``a * b``, ``float(a)``). A symbol made otherwise would be written as the example's number.
-_SIZE_TARGETS = frozenset({"sym_size", "sym_numel", "sym_stride", "mul", "add", "sub", "floordiv", "truediv", "neg", "pow",
-                           "sym_float", "sym_int", "sym_max", "sym_min"})
-
-
 def run_time_sizes(graph: ProblemGraph, node: Node) -> tuple[str, ...] | None:
     """The symbolic sizes a node's scalar arguments are (``x / x.shape[0]``: ``sym_size_int_3``), in order, where
     each can be computed from the tensors at run time; None where one cannot. () for a node without any."""
@@ -126,10 +121,8 @@ def run_time_sizes(graph: ProblemGraph, node: Node) -> tuple[str, ...] | None:
             return all(walk(v, direct) for v in value.values())
         if not isinstance(value, Ref) or value.name not in graph.symbols:
             return True
-        symbol = graph.symbols[value.name]
-        target = getattr(getattr(symbol.target, "overloadpacket", None), "__name__", None) or \
-            getattr(symbol.target, "__name__", "")
-        if target not in _SIZE_TARGETS or not isinstance(symbol.hint, (int, float)):
+        symbol = graph.symbols[value.name]  # a number the forward can compute from the tensors (not a truth value)
+        if python_of(symbol) is None or isinstance(symbol.hint, bool) or not isinstance(symbol.hint, (int, float)):
             return False
         if direct and value.name not in found:
             found.append(value.name)
