@@ -16,6 +16,19 @@ from kernelwright.verify.verifier import verify
 
 PROBLEM_HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
+# The start of a script a test runs in a process of its own (under TRITON_INTERPRET=1, which must be set before
+# triton is imported): ``load(path, name)`` imports a problem or candidate file.
+SCRIPT_LOADER = """
+import importlib.util, sys
+import torch
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+"""
+
 
 def write_problem(directory: Path, name: str, body: str) -> Path:
     path = directory / f"{name}.py"

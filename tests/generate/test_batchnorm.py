@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+from tests.generate.conftest import SCRIPT_LOADER
 
 from kernelwright.generate.graph import capture
 from kernelwright.generate.plan import plan as make_plan
@@ -56,13 +57,7 @@ def test_training_batch_norm_instance_norm_and_1d(check, config_index: int) -> N
     assert not any(k.origin == "library" and "batch_norm" in k.name for k in verdict.kernels)
 
 
-_STEPS = """
-import importlib.util, sys, torch
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_STEPS = SCRIPT_LOADER + """
 reference, generated = load(sys.argv[1], "ref"), load(sys.argv[2], "new")
 torch.manual_seed(0)
 model, new = reference.Model(5, 0.3), generated.ModelNew(5, 0.3)

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from kernelwright.errors import InputError
+from kernelwright.generate import specialize
 from kernelwright.generate.operators import NO_OPS
 from kernelwright.problem.files import ProblemFile, import_from_path, read_problem
 
@@ -120,6 +121,9 @@ class ProblemGraph:
     # Numbers the forward takes (a float scale), by placeholder: the candidate turns each into a 0-d tensor of this
     # dtype (fp32, as PyTorch computes with a number next to fp32 and half tensors; fp64 beside fp64 inputs).
     scalar_inputs: dict[str, torch.dtype] = field(default_factory=dict)
+    # Module attributes whose values the graph holds as constants (generate/specialize.py), as (dotted path,
+    # value): the candidate guards on them and runs the forward as written where one differs.
+    specialized: tuple[tuple[str, Any], ...] = ()
 
     @property
     def returned(self) -> list[str]:
@@ -436,6 +440,11 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
                          symbols=symbols, dynamic=dynamic, writes=writes, constants=constants,
                          scalar_inputs=scalar_inputs)
     graph.users = _users(nodes)
+    if forward_source:  # without the forward as written there is nothing to fall back on
+        static_inputs = set() if dynamic else {d for name in user_inputs if name in values
+                                                 for d in values[name].shape}
+        graph.specialized = specialize.specialized_attributes(
+            model, specialize.graph_literals(nodes, symbols.values()), static_inputs)
     if numbers:
         _same_dtypes_with_numbers(problem.path.name, model, plain_args, graph)
     return graph
