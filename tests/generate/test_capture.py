@@ -275,3 +275,44 @@ def test_numbers_used_as_numbers_and_numbers_that_change_dtypes(tmp_path: Path) 
     """)
     with pytest.raises(InputError, match="changes the result's dtype"):
         capture(promoted)
+
+
+def test_a_failed_dynamic_export_leaves_the_static_one_fresh_inputs(tmp_path: Path) -> None:
+    # A flatten into a Linear makes torch.export's dynamic shapes unsolvable (`Eq(8*((x/2)//7) - 8, 0)`); the
+    # static export of the same input tensors then failed the same way (level 3 19_MobileNetV1, torch 2.13).
+    problem = write_problem(tmp_path, "flatten_linear", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.features = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.AvgPool2d(7))
+                self.fc = nn.Linear(8, 5)
+
+            def forward(self, x):
+                x = self.features(x)
+                return self.fc(x.view(x.size(0), -1))
+
+        def get_inputs():
+            return [torch.randn(2, 3, 14, 14)]
+
+        def get_init_inputs():
+            return []
+    """)
+    graph = capture(problem)
+    assert not graph.dynamic and any(n.op == "convolution" for n in graph.nodes)
+
+
+def test_dependency_walks_are_not_bounded_by_the_recursion_limit(tmp_path: Path) -> None:
+    # ResNet-101 (level 3 `10`) raised RecursionError in the reduction family's cycle check.
+    import sys
+
+    from kernelwright.generate.families.base import depends_on
+    from kernelwright.generate.graph import Node, ProblemGraph, Ref
+
+    depth = sys.getrecursionlimit() * 3
+    nodes = [Node(name=f"v{i}", op="neg", target=None, args=(Ref(f"v{i - 1}" if i else "x"),), kwargs={},
+                  info=None, is_pointwise=True, is_view=False) for i in range(depth)]
+    graph = ProblemGraph(problem=None, nodes=nodes, values={}, parameters={}, inputs=["x"], input_positions=[0],
+                         n_forward_args=1, outputs=[f"v{depth - 1}"], module_prelude="", init_source="",
+                         returns_tuple=False)
+    assert depends_on(graph, f"v{depth - 1}", {"v0"}, {})
+    assert not depends_on(graph, f"v{depth - 1}", {"y"}, {})

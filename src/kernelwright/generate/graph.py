@@ -132,10 +132,17 @@ class ProblemGraph:
         return [o for o in self.outputs if o not in written]
 
     def node(self, name: str) -> Node:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+        found = self.find(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def find(self, name: str) -> Node | None:
+        """The node named ``name``, or None (a placeholder, or no such value)."""
+        index = self.__dict__.get("_index")
+        if index is None or len(index) != len(self.nodes):  # built once per node list (graphs are not edited)
+            index = self.__dict__["_index"] = {n.name: n for n in self.nodes}
+        return index.get(name)
 
     def info(self, name: str) -> TensorInfo:
         return self.values[name]
@@ -187,7 +194,10 @@ def _export(model: torch.nn.Module, args: list[Any]) -> tuple[Any, bool]:
             return torch.export.export(model, tuple(args), dynamic_shapes=dynamic).run_decompositions(), True
         except Exception as exc:
             log.info("dynamic export failed (%s: %s); exporting with static shapes", type(exc).__name__, exc)
-        return torch.export.export(model, tuple(args)).run_decompositions(), False
+        # Fresh tensors: the failed dynamic attempt leaves its marks on the inputs, and a static export of the same
+        # tensors fails the same way (level 3 `19_MobileNetV1`, torch 2.13).
+        fresh = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        return torch.export.export(model, fresh).run_decompositions(), False
 
 
 def _model_source(problem: ProblemFile) -> tuple[str, str, str]:

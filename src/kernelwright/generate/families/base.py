@@ -199,15 +199,25 @@ def prologue_chain(graph: ProblemGraph, value: str, claimed: set[str], *, shape:
 def depends_on(graph: ProblemGraph, value: str, members: set[str], memo: dict[str, bool]) -> bool:
     """Whether ``value`` is computed (transitively) from a member of ``members`` — a node outside a group that
     needs the group and feeds it would make a cycle."""
-    if value in memo:
-        return memo[value]
-    memo[value] = value in members
-    if not memo[value]:
-        try:
-            node = graph.node(value)
-        except KeyError:
-            return False  # a placeholder
-        memo[value] = any(depends_on(graph, v, members, memo) for v in node_inputs(node))
+    # Walked with a stack, not recursion: ResNet-101's graph (level 3 `10`) is deeper than Python's recursion limit.
+    stack = [value]
+    while stack:
+        v = stack[-1]
+        if v in memo:
+            stack.pop()
+            continue
+        node = None if v in members else graph.find(v)
+        if node is None:  # a member, or a placeholder
+            memo[v] = v in members
+            stack.pop()
+            continue
+        inputs = node_inputs(node)
+        pending = [u for u in inputs if u not in memo]
+        if pending:
+            stack.extend(pending)  # v is decided once its inputs are
+            continue
+        memo[v] = any(memo[u] for u in inputs)
+        stack.pop()
     return memo[value]
 
 
