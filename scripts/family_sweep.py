@@ -3,6 +3,12 @@ family before the verifier's full protocol (which proves one candidate in minute
 seconds). Not a proof — no trials, no integrity checks, no roofline: the verifier does those.
 
     python3 scripts/family_sweep.py PROBLEM.py [PROBLEM.py ...] [--configs 6] [--out DIR]
+    python3 scripts/family_sweep.py problems/min_dim0.py --grid strategy=split block_m=64,128,256 programs=512,2048
+
+With ``--grid KEY=V1,V2 ...``, the configurations are the product of the values given, each laid over every
+configuration of each group's space (the tuner's own choices with these keys replaced; a value ``none`` is None),
+duplicates dropped — a wider space than the family's, to measure how close the family's own gets to its best (issue
+16). A combination the template cannot render is an error row, not the end of the sweep.
 
 Per problem and configuration: the largest difference from the problem's own ``Model`` (same weights, same
 inputs) relative to the reference's largest magnitude, the candidate's and eager PyTorch's medians
@@ -30,7 +36,45 @@ def _load(path: Path, name: str):
     return module
 
 
-def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str) -> list[dict]:
+def _value(text: str):
+    if text.lower() == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_grid(items: list[str]) -> dict[str, list]:
+    grid: dict[str, list] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise SystemExit(f"--grid {item!r}: write KEY=V1,V2 (e.g. block_m=64,128)")
+        grid[key] = [_value(v) for v in values.split(",")]
+    return grid
+
+
+def widened(space: list[dict], grid: dict[str, list]) -> list[dict]:
+    """The grid's combinations laid over every configuration of ``space``, in the space's order, duplicates
+    dropped."""
+    import itertools
+
+    if not grid:
+        return list(space)
+    out: list[dict] = []
+    for base in space:
+        for values in itertools.product(*grid.values()):
+            config = {**base, **dict(zip(grid, values))}
+            if config not in out:
+                out.append(config)
+    return out
+
+
+def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
+          grid: dict[str, list] | None = None) -> list[dict]:
     import torch
     import triton.testing
 
@@ -41,7 +85,8 @@ def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str) -> l
     families = {f.name: f for f in load_families()}
     graph = capture(problem)
     the_plan = plan(graph, list(families.values()), arch=arch)
-    spaces = [families[g.family].space(graph, g, arch) for g in the_plan.groups]
+    spaces = [widened([dict(c) for c in families[g.family].space(graph, g, arch)], grid or {})
+              for g in the_plan.groups]
     reference = _load(problem, f"ref_{problem.stem}")
     torch.manual_seed(0)
     model = reference.Model(*reference.get_init_inputs()).to(device)
@@ -97,13 +142,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/family-sweep"))
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1, nothing timed")
+    parser.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
+                        help="sweep these values over the groups' configurations (a wider space than the family's)")
     args = parser.parse_args()
+    grid = parse_grid(args.grid)
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for problem in args.problems:
         started = time.time()
         try:
-            results += sweep(problem, args.out, args.configs, args.arch, args.device)
+            results += sweep(problem, args.out, args.configs, args.arch, args.device, grid)
         except Exception as exc:
             results.append({"problem": problem.stem, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
             print(f"{problem.stem}: {results[-1]['error']}", flush=True)
