@@ -276,9 +276,11 @@ def test_grouped_conv_bias_relu_fp32(check) -> None:
     assert not any(k.name == "aten::convolution" for k in verdict.kernels)
 
 
-def test_depthwise_strided_padded_bf16(check) -> None:
-    # Depthwise with a channel multiplier of 2 (groups = in_channels = 5, K = 1 x 3 x 3 per group: one K block of
-    # 16, mostly masked), stride 2, padding 1, no bias: the implicit GEMM is the default.
+@pytest.mark.parametrize("config_index", [0, 3])
+def test_depthwise_strided_padded_bf16(check, config_index: int) -> None:
+    # Depthwise with a channel multiplier of 2 (groups = in_channels = 5), stride 2, padding 1, no bias: the direct
+    # kernel (config 0, the default) and the implicit GEMM (config 3: K = 1 x 3 x 3 per group, one K block of 16,
+    # mostly masked).
     plan, verdict = check("conv_depthwise_bf16", """
         class Model(nn.Module):
             def __init__(self):
@@ -294,9 +296,78 @@ def test_depthwise_strided_padded_bf16(check) -> None:
 
         def get_init_inputs():
             return []
-    """, distribution_trials=False)
+    """, config_index=config_index, distribution_trials=False)
     (group,) = _conv_groups(plan)
     assert group.detail["groups"] == 5
+    assert verdict.status is Status.PASSED, verdict.message
+    assert not any(k.name == "aten::convolution" for k in verdict.kernels)
+
+
+def test_depthwise_direct_space_and_epilogues(tmp_path) -> None:
+    from tests.generate.conftest import generate, write_problem
+
+    problem = write_problem(tmp_path, "dw_space", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.dw = nn.Conv2d(4, 4, 3, padding=1, groups=4)
+                self.full = nn.Conv2d(4, 4, 3, padding=1, groups=2)
+
+            def forward(self, x):
+                return self.full(self.dw(x))
+
+        def get_inputs():
+            return [torch.randn(1, 4, 6, 6)]
+    """)
+    the_plan, candidate = generate(problem, tmp_path / "dw_space_candidate.py")
+    graph = capture(problem)
+    dw, grouped = (ConvFamily().space(graph, g, "sm_90a") for g in _conv_groups(the_plan))
+    assert dw[0]["variant"] == "direct" and {c["variant"] for c in dw} == {"direct", "implicit_gemm"}
+    assert "direct" not in {c["variant"] for c in grouped}  # two input channels a group: not depthwise
+    assert "a direct depthwise convolution" in candidate.read_text()
+
+
+@pytest.mark.parametrize("rank", [1, 3])
+def test_depthwise_direct_ranks_with_epilogue_fp32(check, rank: int) -> None:
+    # 1-D: dilated, strided, bias and tanh, a second shape; 3-D: padded, an eval batch norm and a relu.
+    if rank == 1:
+        body = """
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv1d(6, 12, kernel_size=5, stride=2, dilation=2, padding=3, groups=6)
+
+                def forward(self, x):
+                    return torch.tanh(self.conv(x))
+
+            length = 37
+
+            def get_inputs():
+                return [torch.randn(3, 6, length)]
+
+            def get_init_inputs():
+                return []
+        """
+    else:
+        body = """
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv3d(3, 3, kernel_size=3, padding=1, groups=3, bias=False)
+                    self.bn = nn.BatchNorm3d(3).eval()
+
+                def forward(self, x):
+                    return torch.relu(self.bn(self.conv(x)))
+
+            def get_inputs():
+                return [torch.randn(2, 3, 5, 6, 7)]
+
+            def get_init_inputs():
+                return []
+        """
+    plan, verdict = check(f"conv_depthwise_{rank}d", body, distribution_trials=False)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered
     assert verdict.status is Status.PASSED, verdict.message
     assert not any(k.name == "aten::convolution" for k in verdict.kernels)
 

@@ -29,6 +29,15 @@ class ConvFamily:
         group_roles = roles(group)
         dtype = graph.info(group_roles.conv).dtype
         configs: list[Config] = []
+        weight = graph.info(group_roles.weight).shape
+        if not group_roles.transposed and group_roles.groups > 1 and weight[1] == 1:
+            # Depthwise: the implicit GEMM's K block (16, the least tl.dot takes) would hold one channel and 15
+            # masked ones, and ran level 3's MobileNet and EfficientNet blocks too slowly for the CPU proof
+            # (2026-12-02). The direct kernel does the taps x 1 multiply-adds a pixel needs. Leads, not yet timed
+            # on the H200: the tuner weighs them against the other variants.
+            configs += [{"variant": "direct", "BLOCK": 1024, "num_warps": 4},
+                        {"variant": "direct", "BLOCK": 256, "num_warps": 2},
+                        {"variant": "direct", "BLOCK": 2048, "num_warps": 8}]
         if group_roles.bn is not None or group_roles.pointwise:
             # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
             # Not for a bias alone: the library's convolution would then do all the reference does (the verifier
@@ -49,7 +58,7 @@ class ConvFamily:
             # write of it) so that the patch loads run along channels: 128-bit loads instead of the 16-bit gathers
             # along NCHW rows seen in the sm_90a SASS. With few input channels (per group) the NCHW gather wastes
             # less, so it goes first there.
-            weight = graph.info(group_roles.weight).shape  # a transposed one's: [C_in, C_out / groups, *taps]
+            # a transposed one's weight is [C_in, C_out / groups, *taps]
             wide = (weight[0] // group_roles.groups if group_roles.transposed else weight[1]) >= 16
             first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
             tiles = [(128, 128, 64, 8, 3, first), (128, 128, 64, 8, 3, second), (128, 64, 64, 4, 3, first),

@@ -25,7 +25,13 @@ from kernelwright.generate.operators import CONSTANTS
 
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
     renderer = _Renderer(graph, group, config, ident)
-    return renderer.library() if config["variant"] == "library" else renderer.implicit_gemm()
+    variant = config["variant"]
+    return renderer.library() if variant == "library" else renderer.direct() if variant == "direct" else \
+        renderer.implicit_gemm()
+
+
+# A filter of more taps than this is walked in a loop rather than unrolled (a 7 x 7 depthwise filter unrolls).
+UNROLLED_TAPS = 64
 
 
 class _Renderer:
@@ -179,6 +185,78 @@ class _Renderer:
                    f"IDX64=conv_out.numel() >= 2**31, num_warps={self.config['num_warps']})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return Rendered(source="\n".join(src), launcher=ident, notes=("library convolution + own epilogue",))
+
+    # -- variant (c): a direct depthwise convolution ----------------------------------------------------------
+    def direct(self) -> Rendered:
+        """One input channel per group (depthwise; ``mult`` output channels each): every output pixel is a dot of
+        its patch with one filter of the channel, taps x 1 multiply-adds — no matrix to give a tensor core. One
+        program per (image, output channel) plane and BLOCK pixels of it, the filter's taps unrolled, the weight of a
+        tap a scalar of the program, the epilogue applied before the one store."""
+        r, ident, sp = self.roles, self.ident, self.spatial
+        kernel = f"{ident}_kernel"
+        strided = self._strided()
+        tensors = list(dict.fromkeys([r.x, r.weight, *self.channel_params, *self.operands]))
+        params = [f"in_{v}" for v in tensors] + [f"out_{o}" for o in self.group.outputs]
+        params += ["n_channels", "mult", *sp.sizes, *sp.out_sizes, "sx_n", "sx_c", *sp.x_strides, "sw_o",
+                   *sp.w_strides]
+        for v in strided:
+            params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
+        params += [f"{k}: tl.constexpr" for k in sp.tap_sizes] + ["BLOCK: tl.constexpr", "IDX64: tl.constexpr"]
+        taps = " * ".join(sp.tap_sizes)
+        starts = [f"{c}0" for c in sp.in_coords]
+        body = [
+            "plane = tl.program_id(0)  # one (image, output channel) plane of the output",
+            "pixels = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
+            "if IDX64:",
+            "    plane = plane.to(tl.int64)",
+            f"n_pix = {' * '.join(sp.out_sizes)}",
+            "mask = pixels < n_pix",
+            "image = plane // n_channels",
+            "channel = plane % n_channels",
+            *unflatten("pixels", sp.coords, sp.out_sizes),
+            *(f"{start} = {base.affine(c, st, -pd)}" for start, c, st, pd in zip(starts, sp.coords, r.stride,
+                                                                                     r.padding)),
+            "x_start = image * sx_n + (channel // mult) * sx_c  # the input channel this output channel reads",
+            "w_start = channel * sw_o",
+            "acc = tl.zeros([BLOCK], dtype=tl.float32)",
+            f"for tap in {'tl.static_range' if math.prod(self._taps()) <= UNROLLED_TAPS else 'range'}({taps}):",
+            *(f"    {line}" for line in unflatten("tap", sp.taps, sp.tap_sizes)),
+            *(f"    {c} = {start} + {base.affine(k, d, 0)}" for c, start, k, d in zip(sp.in_coords, starts, sp.taps,
+                                                                                       r.dilation)),
+            f"    inside = mask & {' & '.join(f'({c} >= 0) & ({c} < {n})' for c, n in zip(sp.in_coords, sp.sizes))}",
+            f"    x_tap = tl.load(in_{r.x} + x_start + {' + '.join(f'{c} * {st}' for c, st in zip(sp.in_coords, sp.x_strides))}, "
+            "mask=inside, other=0)",
+            f"    w_tap = tl.load(in_{r.weight} + w_start + {' + '.join(f'{k} * {st}' for k, st in zip(sp.taps, sp.w_strides))})",
+            "    acc += x_tap.to(tl.float32) * w_tap.to(tl.float32)  # (w, h are sizes: other names)",
+            "offs = plane * n_pix + pixels",
+        ]
+        ctx = _Indexing(channel_load="tl.load(in_{v} + channel).to(tl.float32)",
+                        dims={0: "image", 1: "channel", **dict(zip(sp.dims(), sp.coords))},
+                        vector_dims=tuple(sp.dims()), flat="offs", masks={"all": "mask", "vector": "mask"})
+        lines, env = self._epilogue("acc", ctx)
+        body += lines + self._stores(env, "offs", "mask")
+
+        src = self._head(kernel, params, body, "a direct depthwise convolution (one input channel a group), one "
+                         "(image, channel) plane a program row, the epilogue applied before the store.",
+                         "one Triton kernel, a direct depthwise convolution.")
+        src.append("    mult = out_channels // groups  # output channels per input channel")
+        src += base.operand_layout_lines(self.operands, self.modes)
+        src += self._allocate()
+        n_pixels = " * ".join(sp.out_names)
+        src.append(f"    block = min({self.config['BLOCK']}, max(triton.next_power_of_2({n_pixels}), 64))")
+        args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", "mult", *sp.in_names,
+                *sp.out_names, f"*{r.x}.stride()", f"{r.weight}.stride(0)",
+                *(f"{r.weight}.stride({2 + i})" for i in range(sp.rank))]
+        args += [f"*{v}.stride()" for v in strided]
+        big = f"max({r.x}.numel(), math.prod(shape)) >= 2**31"
+        tap_args = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
+        src.append(f"    {kernel}[(batch * out_channels, triton.cdiv({n_pixels}, block))]({', '.join(args)}, "
+                   f"{tap_args}, BLOCK=block, IDX64={big}, num_warps={self.config['num_warps']})")
+        src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
+        return Rendered(source="\n".join(src), launcher=ident, notes=("direct depthwise convolution",))
+
+    def _taps(self) -> tuple[int, ...]:
+        return tuple(self.graph.info(self.roles.weight).shape[2:])
 
     # -- variant (b): implicit-GEMM Triton convolution --------------------------------------------------------
     def implicit_gemm(self) -> Rendered:
