@@ -83,6 +83,15 @@ class _Renderer:
         return [f"tl.store(out_{o} + ({offset}), {env[o].expr}.to({expr.TL_DTYPE[self.graph.info(o).dtype]}), "
                 f"mask={mask})" for o in self.group.outputs]
 
+    def _plane_epilogue(self, value: str, coords: Sequence[str]) -> list[str]:
+        """The epilogue and stores of a kernel whose program row is one (image, channel) plane (``image``,
+        ``channel``, the pixel's ``coords``, ``offs`` and ``mask`` defined): per-channel parameters are scalars."""
+        ctx = _Indexing(channel_load="tl.load(in_{v} + channel).to(tl.float32)",
+                        dims={0: "image", 1: "channel", **dict(zip(self.spatial.dims(), coords))},
+                        vector_dims=tuple(self.spatial.dims()), flat="offs", masks={"all": "mask", "vector": "mask"})
+        lines, env = self._epilogue(value, ctx)
+        return lines + self._stores(env, "offs", "mask")
+
     def _strided(self) -> list[str]:
         return [v for v in self.operands if self.modes[v] == "strided"]
 
@@ -154,11 +163,7 @@ class _Renderer:
             body += unflatten("pixels", sp.plane_coords, sp.plane_sizes)
         body.append("offs = plane * n_pixels + pixels")
         body.append("y = tl.load(in_conv_out + offs, mask=mask, other=0).to(tl.float32)")
-        ctx = _Indexing(channel_load="tl.load(in_{v} + channel).to(tl.float32)",
-                        dims={0: "image", 1: "channel", **dict(zip(sp.dims(), sp.plane_coords))},
-                        vector_dims=tuple(sp.dims()), flat="offs", masks={"all": "mask", "vector": "mask"})
-        lines, env = self._epilogue("y", ctx)
-        body += lines + self._stores(env, "offs", "mask")
+        body += self._plane_epilogue("y", sp.plane_coords)
 
         src = self._head(kernel, params, body, "the epilogue of a library convolution, one pass over its output; "
                          "per-channel parameters are scalars of the program.",
@@ -230,11 +235,7 @@ class _Renderer:
             "    acc += x_tap.to(tl.float32) * w_tap.to(tl.float32)  # (w, h are sizes: other names)",
             "offs = plane * n_pix + pixels",
         ]
-        ctx = _Indexing(channel_load="tl.load(in_{v} + channel).to(tl.float32)",
-                        dims={0: "image", 1: "channel", **dict(zip(sp.dims(), sp.coords))},
-                        vector_dims=tuple(sp.dims()), flat="offs", masks={"all": "mask", "vector": "mask"})
-        lines, env = self._epilogue("acc", ctx)
-        body += lines + self._stores(env, "offs", "mask")
+        body += self._plane_epilogue("acc", sp.coords)
 
         src = self._head(kernel, params, body, "a direct depthwise convolution (one input channel a group), one "
                          "(image, channel) plane a program row, the epilogue applied before the store.",
