@@ -82,3 +82,23 @@ def test_passing_candidate_exits_0_with_a_table() -> None:
     assert out.stdout.startswith("verdict      passed")
     for row in ("seed", "trials", "accuracy", "timing", "kernels"):
         assert f"\n{row}" in out.stdout
+
+
+def test_a_problem_the_templates_cannot_take_exits_1_not_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Valid problems, no bad input: one whose only operator no template covers (named), one torch.export refuses
+    # (a plain tensor attribute the forward rebinds). Exit 1, as for any verdict but passed; a broken file is 2.
+    sort = tmp_path / "sort_rows.py"
+    sort.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return torch.sort(x, dim=-1)[0]\n\n"
+                    "def get_inputs():\n    return [torch.randn(4, 8)]\n\ndef get_init_inputs():\n    return []\n")
+    assert main(["optimize", "--device", "cpu", "--out", str(tmp_path / "run1"), str(sort)]) == 1
+    assert "no template covers any part" in capsys.readouterr().err
+    stateful = tmp_path / "stateful.py"
+    stateful.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+                        "    def __init__(self):\n        super().__init__()\n        self.h = torch.zeros(4, 8)\n\n"
+                        "    def forward(self, x):\n        self.h.copy_(x)\n        self.h = torch.tanh(self.h + x)\n"
+                        "        return self.h * 2\n\n"
+                        "def get_inputs():\n    return [torch.randn(4, 8)]\n\ndef get_init_inputs():\n    return []\n")
+    assert main(["optimize", "--device", "cpu", "--out", str(tmp_path / "run2"), str(stateful)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "cannot be captured with torch.export" in err and len(err.splitlines()) == 1

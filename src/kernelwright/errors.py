@@ -1,7 +1,8 @@
 """Errors a user can act on.
 
 Every error that reaches the command line carries a one-line message that names the problem and the fix; the CLI
-prints it without a traceback (unless ``--verbose``) and exits with status 2. Failures of *candidates* are never
+prints it without a traceback (unless ``--verbose``) and exits with status 2 (1 for an unsupported problem, which is
+no fault of the input). Failures of *candidates* are never
 raised as these: they are data in a verdict.
 """
 
@@ -27,5 +28,8 @@ class ToolchainError(KernelwrightError):
 
 
 class UnsupportedProblem(InputError):
-    """The problem is valid but no template covers any of it: the template generator cannot help (the LLM can).
-    ``kernelwright bench`` scores it ``unsupported`` with the operators named, not as a bad input."""
+    """The problem is valid but the template generator cannot take it: no template covers any of it (the
+    operators named), or ``torch.export`` cannot capture its graph (the LLM generator can still try). Not a bad
+    input: the CLI exits 1, as for any verdict but passed, and ``kernelwright bench`` scores it ``unsupported``."""
+
+    exit_code = 1

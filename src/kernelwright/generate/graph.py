@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from kernelwright.errors import InputError
+from kernelwright.errors import InputError, UnsupportedProblem
 from kernelwright.generate import specialize
 from kernelwright.generate.operators import NO_OPS
 from kernelwright.problem.files import ProblemFile, import_from_path, read_problem
@@ -342,7 +342,7 @@ def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[
         with _time_bound(timeout_s):
             return _capture(problem, seed, size_overrides)
     except _CaptureTimeout:
-        raise InputError(f"problem {problem.path.name}: capturing its graph with torch.export took more than "
+        raise UnsupportedProblem(f"problem {problem.path.name}: capturing its graph with torch.export took more than "
                          f"{timeout_s:.0f} s (a long unrolled loop?); use --generator llm for it") from None
 
 
@@ -370,7 +370,7 @@ def _capture(problem: ProblemFile, seed: int, size_overrides: Mapping[str, int] 
         except Exception as exc:
             _forward_must_run(problem.path.name, model, args)  # a broken problem is the problem's fault
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise InputError(f"problem {problem.path.name}: its graph cannot be captured with torch.export "
+            raise UnsupportedProblem(f"problem {problem.path.name}: its graph cannot be captured with torch.export "
                              f"({type(exc).__name__}: {first[:200]}); use --generator llm for such problems") from None
 
     signature = exported.graph_signature
