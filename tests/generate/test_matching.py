@@ -39,3 +39,31 @@ def test_suite_problem_is_claimed_by_its_families(name: str) -> None:
     the_plan = plan(graph, load_families())
     assert [g.family for g in the_plan.groups] == EXPECTED[name], the_plan.describe()
     assert the_plan.fully_covered, the_plan.describe()
+
+
+def test_the_share_of_the_work_left_to_pytorch_is_said(tmp_path) -> None:
+    from kernelwright.generate.plan import node_work
+    from tests.generate.conftest import write_problem
+
+    problem = write_problem(tmp_path, "gemm_then_sort", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(64, 32)
+
+            def forward(self, x):
+                return torch.sort(torch.relu(self.fc(x)), dim=-1)[0]
+
+        def get_inputs():
+            return [torch.randn(16, 64)]
+
+        def get_init_inputs():
+            return []
+    """)
+    graph = capture(problem)
+    the_plan = plan(graph)
+    work = {n.op: node_work(graph, n) for n in graph.nodes}
+    assert work["addmm"] == 2 * 16 * 32 * 64 and work["sort"] == 16 * 32
+    total = sum(w for op, w in work.items() if op in ("addmm", "relu", "sort"))
+    assert abs(the_plan.own_work - (1 - 16 * 32 / total)) < 1e-9
+    assert the_plan.describe()[-1] == "left to PyTorch: aten.sort (0.8% of the work; own kernels 99.2%)"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelwright.generate.families.base import Family, Group
-from kernelwright.generate.graph import ProblemGraph
+from kernelwright.generate.graph import Node, ProblemGraph, Ref
 from kernelwright.generate.operators import FREE
 
 log = logging.getLogger(__name__)
@@ -51,13 +52,62 @@ class Plan:
     def fully_covered(self) -> bool:
         return not self.uncovered
 
+    @property
+    def own_work(self) -> float:
+        """The share of the reference's work the groups do (1.0 when nothing that works is left to PyTorch):
+        multiply-adds for matmuls, convolutions and attention, one operation per output element elsewhere
+        (:func:`node_work`)."""
+        left = set(self.uncovered)
+        work = {n.name: node_work(self.graph, n) for n in self.graph.nodes if n.op not in FREE}
+        total = sum(work.values())
+        return 1.0 if total <= 0 else 1.0 - sum(w for name, w in work.items() if name in left) / total
+
     def describe(self) -> list[str]:
         lines = [f"group {i}: {g.family} — {', '.join(self.graph.node(n).op for n in g.nodes)}"
                  for i, g in enumerate(self.groups)]
         if self.uncovered:
             ops = sorted({self.graph.node(n).op for n in self.uncovered})
-            lines.append(f"left to PyTorch: {', '.join('aten.' + o for o in ops)}")
+            share = 1.0 - self.own_work
+            lines.append(f"left to PyTorch: {', '.join('aten.' + o for o in ops)} "
+                         f"({_percent(share)} of the work; own kernels {_percent(1.0 - share)})")
         return lines
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage that says 'some' for a small one (0.3%, not 0%) and never rounds 99.7% to 100%."""
+    value = 100 * share
+    if 0 < value < 1:
+        return f"{value:.1g}%"
+    if 99 < value < 100:
+        return f"{min(math.floor(value * 10) / 10, 99.9):.1f}%"
+    return f"{value:.0f}%"
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def node_work(graph: ProblemGraph, node: Node) -> float:
+    """An estimate of a node's work from its shapes: 2 x multiply-adds for the contractions (matmuls, convolutions,
+    attention), else one operation per output element (or per element of its first input, for a node of several
+    outputs). Enough to say how much of a problem the templates leave to PyTorch, not a roofline."""
+    shapes = [graph.info(a.name).shape for a in node.args if isinstance(a, Ref) and a.name in graph.values]
+    out = node.info.shape if node.info is not None else (shapes[0] if shapes else ())
+    if node.op in ("mm", "bmm", "addmm", "baddbmm", "matmul") and len(shapes) >= 2:
+        k = shapes[-1][-2] if len(shapes[-1]) >= 2 else 1
+        return 2.0 * _numel(out) * k
+    if node.op == "convolution" and len(shapes) >= 2:
+        weight, transposed = shapes[1], bool(node.args[6]) if len(node.args) > 6 else False
+        if transposed:  # every input element meets [C_out / groups, *taps] weights
+            return 2.0 * _numel(shapes[0]) * _numel(weight[1:])
+        return 2.0 * _numel(out) * _numel(weight[1:])  # every output element: [C_in / groups, *taps]
+    if node.op.startswith("_scaled_dot_product") and len(shapes) >= 3:
+        q, k = shapes[0], shapes[1]
+        return 4.0 * _numel(q) * k[-2]  # QK^T and PV: 2 x (L x S x D) multiply-adds a head
+    return float(_numel(out))
 
 
 def convex(graph: ProblemGraph, members: Sequence[str]) -> bool:
