@@ -42,8 +42,9 @@ def test_suite_problem_is_claimed_by_its_families(name: str) -> None:
 
 
 def test_the_share_of_the_work_left_to_pytorch_is_said(tmp_path) -> None:
-    from kernelwright.generate.plan import node_work
     from tests.generate.conftest import write_problem
+
+    from kernelwright.generate.plan import node_work
 
     problem = write_problem(tmp_path, "gemm_then_sort", """
         class Model(nn.Module):
