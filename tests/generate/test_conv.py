@@ -429,3 +429,28 @@ def test_conv3d_padded_bias_relu_fp32(check, config_index: int) -> None:
     assert plan.fully_covered and len(group.detail["stride"]) == 3 and group.detail["groups"] == 2
     assert verdict.status is Status.PASSED, verdict.message
     assert any(k.name == "aten::convolution" for k in verdict.kernels) == (config_index == 0)
+
+
+def test_depthwise_direct_small_images_with_operands_fp16(check) -> None:
+    # 5 x 5 images (a tile holds several channels), a residual of the output's shape (flat) and a per-channel
+    # scale of shape (C, 1, 1) (strided, broadcast over the pixels) read by the epilogue.
+    plan, verdict = check("conv_depthwise_operands", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(24, 24, kernel_size=3, padding=1, groups=24, bias=False, dtype=torch.float16)
+                self.scale = nn.Parameter(torch.rand(24, 1, 1, dtype=torch.float16) + 0.5)
+
+            def forward(self, x):
+                return torch.relu(self.conv(x) * self.scale + x)
+
+        def get_inputs():
+            return [torch.randn(3, 24, 5, 5, dtype=torch.float16)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered and group.detail["pointwise"]
+    assert verdict.status is Status.PASSED, verdict.message
+    assert not any(k.name == "aten::convolution" for k in verdict.kernels)

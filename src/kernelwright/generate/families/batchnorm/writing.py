@@ -64,35 +64,37 @@ class _Writer:
         x = self.bn.x
         return [
             "@triton.jit",
-            f"def {self.ident}_stats(in_{x}, part, n_channels, spatial, count, chunk, shares, BLOCK: tl.constexpr, "
-            "IDX64: tl.constexpr):",
-            '    """Partial statistics: program (channel, share) reduces its share of the channel\'s N x spatial '
-            'elements, block by block (count, mean, sum of squared deviations; Chan\'s merge in fp32)."""',
-            "    channel = tl.program_id(0)",
+            f"def {self.ident}_stats(in_{x}, part, n_channels, spatial, count, chunk, shares, BLOCK_C: tl.constexpr, "
+            "LANES: tl.constexpr, IDX64: tl.constexpr):",
+            '    """Partial statistics: program (channels, share) reduces its share of BLOCK_C channels\' N x spatial '
+            'elements, LANES at a time (count, mean, sum of squared deviations; Chan\'s merge in fp32). Several '
+            'channels a program where a channel has few elements."""',
+            "    channel = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)",
+            "    c_ok = channel < n_channels",
             "    share = tl.program_id(1)",
-            "    lanes = tl.arange(0, BLOCK)",
+            "    lanes = tl.arange(0, LANES)",
             "    start = share * chunk",
             "    if IDX64:",
             "        start = start.to(tl.int64)",
             "    stop = tl.minimum(start + chunk, count)",
-            "    n_acc = 0.0",
-            "    mean_acc = 0.0",
-            "    m2_acc = 0.0",
-            "    for first in range(start, stop, BLOCK):",
-            "        r = first + lanes  # (image, position) flattened over the channel's elements",
-            "        mask = r < stop",
+            "    n_acc = tl.zeros([BLOCK_C], dtype=tl.float32)",
+            "    mean_acc = tl.zeros([BLOCK_C], dtype=tl.float32)",
+            "    m2_acc = tl.zeros([BLOCK_C], dtype=tl.float32)",
+            "    for first in range(start, stop, LANES):",
+            "        r = first + lanes  # (image, position) flattened over a channel's elements",
+            "        mask = c_ok[:, None] & (r < stop)[None, :]",
             "        image = r // spatial",
-            f"        v = tl.load(in_{x} + (image * n_channels + channel) * spatial + (r - image * spatial), "
-            "mask=mask, other=0).to(tl.float32)",
-            "        n_blk = tl.sum(mask.to(tl.float32), axis=0)",
-            "        mean_blk = tl.sum(v, axis=0) / tl.maximum(n_blk, 1.0)",
-            "        dev = tl.where(mask, v - mean_blk, 0.0)",
-            "        m2_blk = tl.sum(dev * dev, axis=0)",
+            f"        v = tl.load(in_{x} + (image[None, :] * n_channels + channel[:, None]) * spatial + "
+            "(r - image * spatial)[None, :], mask=mask, other=0).to(tl.float32)",
+            "        n_blk = tl.sum(mask.to(tl.float32), axis=1)",
+            "        mean_blk = tl.sum(v, axis=1) / tl.maximum(n_blk, 1.0)",
+            "        dev = tl.where(mask, v - mean_blk[:, None], 0.0)",
+            "        m2_blk = tl.sum(dev * dev, axis=1)",
             *(f"        {line}" for line in _merge("n_acc", "mean_acc", "m2_acc", "n_blk", "mean_blk", "m2_blk")),
             "    slot = channel * shares + share",
-            "    tl.store(part + slot, n_acc)",
-            "    tl.store(part + n_channels * shares + slot, mean_acc)",
-            "    tl.store(part + 2 * n_channels * shares + slot, m2_acc)",
+            "    tl.store(part + slot, n_acc, mask=c_ok)",
+            "    tl.store(part + n_channels * shares + slot, mean_acc, mask=c_ok)",
+            "    tl.store(part + 2 * n_channels * shares + slot, m2_acc, mask=c_ok)",
         ]
 
     # -- kernel 2: finalise ------------------------------------------------------------------------------------
@@ -208,12 +210,18 @@ class _Writer:
             "    count = batch * spatial  # elements a channel's statistics are over",
             f"    shares = max(1, min({MAX_SHARES}, triton.cdiv({TARGET_PROGRAMS}, n_channels), "
             f"triton.cdiv(count, {block})))",
-            f"    chunk = triton.cdiv(triton.cdiv(count, shares), {block}) * {block}",
+            "    per_share = triton.cdiv(count, shares)",
+            f"    # Lanes a channel: {block} (as one channel a program) unless a share has fewer elements; the rest of "
+            f"the {block}",
+            "    # go to more channels (a 7 x 7 batch-4 feature map: 196 elements a channel, 4 channels a program).",
+            f"    lanes = min({block}, max(16, triton.next_power_of_2(per_share)))",
+            f"    block_c = min(triton.next_power_of_2(n_channels), max(1, {block} // lanes))",
+            "    chunk = triton.cdiv(per_share, lanes) * lanes",
             f"    part = torch.empty((3, n_channels, shares), dtype=torch.float32, device={x}.device)",
             f"    stats = torch.empty((2, n_channels), dtype=torch.float32, device={x}.device)",
             f"    idx64 = {x}.numel() >= 2**31",
-            f"    {self.ident}_stats[(n_channels, shares)]({x}, part, n_channels, spatial, count, chunk, shares, "
-            f"BLOCK={block}, IDX64=idx64, num_warps={warps})",
+            f"    {self.ident}_stats[(triton.cdiv(n_channels, block_c), shares)]({x}, part, n_channels, spatial, "
+            f"count, chunk, shares, BLOCK_C=block_c, LANES=lanes, IDX64=idx64, num_warps={warps})",
         ]
         for name in self.stat_outputs.values():
             src.append(f"    out_{name} = torch.empty((n_channels,), dtype={self.graph.info(name).dtype}, "

@@ -194,9 +194,10 @@ class _Renderer:
     # -- variant (c): a direct depthwise convolution ----------------------------------------------------------
     def direct(self) -> Rendered:
         """One input channel per group (depthwise; ``mult`` output channels each): every output pixel is a dot of
-        its patch with one filter of the channel, taps x 1 multiply-adds — no matrix to give a tensor core. One
-        program per (image, output channel) plane and BLOCK pixels of it, the filter's taps unrolled, the weight of a
-        tap a scalar of the program, the epilogue applied before the one store."""
+        its patch with one filter of the channel, taps x 1 multiply-adds — no matrix to give a tensor core. A
+        program is a tile of BLOCK_P pixels x BLOCK_C channels of one image (several channels where the image is
+        small: a 7 x 7 MobileNet layer fills 1024 lanes with 16 channels, not one channel and 975 masked lanes), the
+        filter's taps unrolled, one weight a channel a tap, the epilogue applied before the one store."""
         r, ident, sp = self.roles, self.ident, self.spatial
         kernel = f"{ident}_kernel"
         strided = self._strided()
@@ -206,53 +207,72 @@ class _Renderer:
                    *sp.w_strides]
         for v in strided:
             params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
-        params += [f"{k}: tl.constexpr" for k in sp.tap_sizes] + ["BLOCK: tl.constexpr", "IDX64: tl.constexpr"]
+        params += [f"{k}: tl.constexpr" for k in sp.tap_sizes]
+        params += ["BLOCK_P: tl.constexpr", "BLOCK_C: tl.constexpr", "IDX64: tl.constexpr"]
         taps = " * ".join(sp.tap_sizes)
         starts = [f"{c}0" for c in sp.in_coords]
+        inside = " & ".join(f"({c} >= 0) & ({c} < {n})" for c, n in zip(sp.in_coords, sp.sizes))
+        patch = " + ".join(f"{c} * {st}" for c, st in zip(sp.in_coords, sp.x_strides))
+        tap = " + ".join(f"{k} * {st}" for k, st in zip(sp.taps, sp.w_strides))
+        loop = "tl.static_range" if math.prod(self._taps()) <= UNROLLED_TAPS else "range"
         body = [
-            "plane = tl.program_id(0)  # one (image, output channel) plane of the output",
-            "pixels = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
+            "pid = tl.program_id(0)  # one image and BLOCK_C of its output channels",
+            "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
+            "image = pid // n_blocks_c",
+            "channel = (pid % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
+            "pixels = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)",
             "if IDX64:",
-            "    plane = plane.to(tl.int64)",
+            "    image = image.to(tl.int64)",
+            "    channel = channel.to(tl.int64)",
             f"n_pix = {' * '.join(sp.out_sizes)}",
-            "mask = pixels < n_pix",
-            "image = plane // n_channels",
-            "channel = plane % n_channels",
+            "p_mask = pixels < n_pix",
+            "c_mask = channel < n_channels",
+            "mask = p_mask[:, None] & c_mask[None, :]  # pixels are rows, channels columns",
             *unflatten("pixels", sp.coords, sp.out_sizes),
             *(f"{start} = {base.affine(c, st, -pd)}" for start, c, st, pd in zip(starts, sp.coords, r.stride,
                                                                                      r.padding)),
-            "x_start = image * sx_n + (channel // mult) * sx_c  # the input channel this output channel reads",
+            "x_start = image * sx_n + (channel // mult) * sx_c  # the input channel each output channel reads",
             "w_start = channel * sw_o",
-            "acc = tl.zeros([BLOCK], dtype=tl.float32)",
-            f"for tap in {'tl.static_range' if math.prod(self._taps()) <= UNROLLED_TAPS else 'range'}({taps}):",
+            "acc = tl.zeros([BLOCK_P, BLOCK_C], dtype=tl.float32)",
+            f"for tap in {loop}({taps}):",
             *(f"    {line}" for line in unflatten("tap", sp.taps, sp.tap_sizes)),
             *(f"    {c} = {start} + {base.affine(k, d, 0)}" for c, start, k, d in zip(sp.in_coords, starts, sp.taps,
                                                                                        r.dilation)),
-            f"    inside = mask & {' & '.join(f'({c} >= 0) & ({c} < {n})' for c, n in zip(sp.in_coords, sp.sizes))}",
-            f"    x_tap = tl.load(in_{r.x} + x_start + {' + '.join(f'{c} * {st}' for c, st in zip(sp.in_coords, sp.x_strides))}, "
-            "mask=inside, other=0)",
-            f"    w_tap = tl.load(in_{r.weight} + w_start + {' + '.join(f'{k} * {st}' for k, st in zip(sp.taps, sp.w_strides))})",
-            "    acc += x_tap.to(tl.float32) * w_tap.to(tl.float32)  # (w, h are sizes: other names)",
-            "offs = plane * n_pix + pixels",
+            f"    inside = p_mask & {inside}",
+            f"    x_tap = tl.load(in_{r.x} + ({patch})[:, None] + x_start[None, :],",
+            "                    mask=inside[:, None] & c_mask[None, :], other=0)",
+            f"    w_tap = tl.load(in_{r.weight} + w_start + {tap}, mask=c_mask, other=0)",
+            "    acc += x_tap.to(tl.float32) * w_tap.to(tl.float32)[None, :]",
+            "offs = (image * n_channels + channel)[None, :] * n_pix + pixels[:, None]",
         ]
-        body += self._plane_epilogue("acc", sp.coords)
+        ctx = _Indexing(channel_load="tl.load(in_{v} + channel, mask=c_mask, other=0).to(tl.float32)[None, :]",
+                        dims={0: "image", 1: "channel[None, :]", **{d: f"{c}[:, None]" for d, c in zip(sp.dims(),
+                                                                                                       sp.coords)}},
+                        vector_dims=(1, *sp.dims()), flat="offs",
+                        masks={"all": "mask", "rows": "p_mask[:, None]", "cols": "c_mask[None, :]"})
+        lines, env = self._epilogue("acc", ctx)
+        body += lines + self._stores(env, "offs", "mask")
 
-        src = self._head(kernel, params, body, "a direct depthwise convolution (one input channel a group), one "
-                         "(image, channel) plane a program row, the epilogue applied before the store.",
+        src = self._head(kernel, params, body, "a direct depthwise convolution (one input channel a group), a tile "
+                         "of pixels x channels of one image a program, the epilogue applied before the store.",
                          "one Triton kernel, a direct depthwise convolution.")
         src.append("    mult = out_channels // groups  # output channels per input channel")
         src += base.operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         n_pixels = " * ".join(sp.out_names)
-        src.append(f"    block = min({self.config['BLOCK']}, max(triton.next_power_of_2({n_pixels}), 64))")
+        block = self.config["BLOCK"]
+        src += [f"    block_p = min({block}, max(triton.next_power_of_2({n_pixels}), 16))",
+                f"    block_c = min(triton.next_power_of_2(out_channels), max(1, {block} // block_p))  # small images: "
+                "several channels a program"]
         args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", "mult", *sp.in_names,
                 *sp.out_names, f"*{r.x}.stride()", f"{r.weight}.stride(0)",
                 *(f"{r.weight}.stride({2 + i})" for i in range(sp.rank))]
         args += [f"*{v}.stride()" for v in strided]
         big = f"max({r.x}.numel(), math.prod(shape)) >= 2**31"
         tap_args = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
-        src.append(f"    {kernel}[(batch * out_channels, triton.cdiv({n_pixels}, block))]({', '.join(args)}, "
-                   f"{tap_args}, BLOCK=block, IDX64={big}, num_warps={self.config['num_warps']})")
+        src.append(f"    {kernel}[(batch * triton.cdiv(out_channels, block_c), triton.cdiv({n_pixels}, block_p))]("
+                   f"{', '.join(args)}, {tap_args}, BLOCK_P=block_p, BLOCK_C=block_c, IDX64={big}, "
+                   f"num_warps={self.config['num_warps']})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return Rendered(source="\n".join(src), launcher=ident, notes=("direct depthwise convolution",))
 
