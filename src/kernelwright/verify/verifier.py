@@ -146,9 +146,9 @@ class _Verification:
         # What the user allowed, made explicit in the tolerance (precision findings then become notes).
         self.allowed_roundoff = compare.allowed_roundoff(opts.policy)
 
-    def _compare(self, got: Any, expected: Any, ref64: Any) -> compare.Comparison:
+    def _compare(self, got: Any, expected: Any, ref64: Any, scale_floor: float = 0.0) -> compare.Comparison:
         return compare.compare(got, expected, ref64, mode=self.opts.tolerance, factor=self.factor,
-                               allowed_unit_roundoff=self.allowed_roundoff)
+                               allowed_unit_roundoff=self.allowed_roundoff, scale_floor=scale_floor)
 
     # -- children -----------------------------------------------------------------------------------------------
     def _run(self, job: str, spec: protocol.JobSpec, timeout: float | None = None) -> ChildRun:
@@ -470,7 +470,7 @@ class _Verification:
             return True  # nothing changes, or the candidate's own weights (its state is its own): not comparable
         from kernelwright.verify.state import state_problems
 
-        wrong = state_problems(self.ref_state, self.out / trials.STATE_FILE, lambda g, e: self._compare(g, e, None))
+        wrong = state_problems(self.ref_state, self.out / trials.STATE_FILE, lambda g, e, scale: self._compare(g, e, None, scale))
         if wrong:
             self.judge.add("module-state", "after the first trial the module's state differs from the reference's: "
                            + "; ".join(wrong[:3]), buffers=sorted(self.ref_state))

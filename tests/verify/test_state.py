@@ -1,0 +1,32 @@
+"""Module state (verify/state.py): a running mean of zero-mean activations is judged on its layer's scale."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelwright.verify.compare import compare
+from kernelwright.verify.state import state_problems
+
+
+def _judge(reference: dict, ours: dict, tmp_path) -> list[str]:
+    path = tmp_path / "state.pt"
+    torch.save(ours, path)
+    return state_problems(reference, path, lambda g, e, scale: compare(g, e, None, scale_floor=scale))
+
+
+def test_rounding_noise_of_a_zero_mean_running_mean_passes_and_a_missed_update_does_not(tmp_path) -> None:
+    torch.manual_seed(0)
+    var = 0.9 + 0.1 * (1 + 0.1 * torch.rand(128))  # 0.9 * 1 + 0.1 * the batch variance
+    noise = 1e-9 * torch.randn(128)  # 0.1 * the batch mean of zero-mean activations: rounding noise
+    reference = {"bn3.running_mean": noise, "bn3.running_var": var}
+    # another rounding of the same cancellation: relative to itself 100% off, next to the layer's scale nothing
+    assert _judge(reference, {"bn3.running_mean": -noise, "bn3.running_var": var}, tmp_path) == []
+    # an update left out where the batch mean is not noise
+    means = 0.1 * torch.randn(128)
+    wrong = _judge({"bn.running_mean": means, "bn.running_var": var},
+                   {"bn.running_mean": torch.zeros(128), "bn.running_var": var}, tmp_path)
+    assert len(wrong) == 1 and wrong[0].startswith("bn.running_mean:")
+    # a module's own scale only: another layer's large buffer does not loosen this one's
+    wrong = _judge({"a.running_mean": noise, "b.running_var": 1e3 * var},
+                   {"a.running_mean": -noise, "b.running_var": 1e3 * var}, tmp_path)
+    assert len(wrong) == 1 and wrong[0].startswith("a.running_mean:")
