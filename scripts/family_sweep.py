@@ -138,7 +138,8 @@ def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", nargs="+", type=Path)
-    parser.add_argument("--configs", type=int, default=6, help="at most this many configurations a problem")
+    parser.add_argument("--configs", type=int, default=None,
+                        help="at most this many configurations a problem (default 6; with --grid, all of them)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/family-sweep"))
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1, nothing timed")
@@ -146,6 +147,8 @@ def main() -> int:
                         help="sweep these values over the groups' configurations (a wider space than the family's)")
     args = parser.parse_args()
     grid = parse_grid(args.grid)
+    if args.configs is None:
+        args.configs = 1 << 30 if grid else 6
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for problem in args.problems:

@@ -10,7 +10,7 @@ import sys
 from tests.generate.conftest import SCRIPT_LOADER, generate, write_problem
 
 from kernelwright.generate.graph import capture
-from kernelwright.generate.specialize import specialized_attributes
+from kernelwright.generate.specialize import keyed, specialized_attributes
 
 PROBLEM = """
 class Model(nn.Module):
@@ -47,18 +47,20 @@ def test_the_constants_are_found_and_the_sizes_are_not(tmp_path) -> None:
 def test_an_integer_that_is_a_weight_dimension_is_a_size() -> None:
     import torch
 
-    literals = {4, 32, 1e-05, True}
+    literals = keyed([4, 32, 1e-05, True])
     assert specialized_attributes(torch.nn.GroupNorm(4, 32), literals) == (
         ("num_groups", 4), ("eps", 1e-05), ("affine", True))
     # num_channels (32) is its weight's size; here the group count is one too, and is taken for a size
     assert specialized_attributes(torch.nn.GroupNorm(4, 4), literals) == (("eps", 1e-05), ("affine", True))
-    # a padding of 1 is no size, though a bias of shape (C, 1, 1) has dimensions of 1
-    conv = torch.nn.Conv2d(4, 8, 3, padding=1)
-    assert ("padding", (1, 1)) in specialized_attributes(conv, {1, False})
-    # in a static capture the inputs' sizes are literals too
-    model = torch.nn.Sequential(torch.nn.MaxPool2d(2))
-    assert specialized_attributes(model, {2}) == (("0.kernel_size", 2), ("0.stride", 2))
-    assert specialized_attributes(model, {2}, {2, 64}) == ()
+    # a padding of 1 is no size, though a bias of shape (C, 1, 1) has dimensions of 1; a literal 1 is no True
+    conv = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3, padding=1))
+    assert specialized_attributes(conv, keyed([1])) == (("0.stride", (1, 1)), ("0.padding", (1, 1)),
+                                                        ("0.dilation", (1, 1)), ("0.groups", 1))
+    # a pooling window is structure, though a convolution's kernel has the same size; in a static capture the
+    # inputs' sizes are literals too, and a window equal to one of them is taken for a size
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 2), torch.nn.MaxPool2d(2))
+    assert specialized_attributes(model, keyed([2])) == (("1.kernel_size", 2), ("1.stride", 2))
+    assert specialized_attributes(model, keyed([2]), {2, 64}) == ()
 
 
 _CALLS = SCRIPT_LOADER + """
@@ -86,7 +88,8 @@ same(*pair(32, 4, 0.5, -1.0), falls_back=False)   # the values the kernels were 
 same(*pair(32, 8, 0.5, -1.0), falls_back=True)    # another group count
 same(*pair(32, 4, 0.25, -1.0), falls_back=True)   # another scaling factor
 model, new = pair(32, 4, 0.5, -1.0)
-model.act.min_val = new.act.min_val = -0.25       # changed after construction
+same(model, new, falls_back=False)
+model.act.min_val = new.act.min_val = -0.25       # changed after construction (and after a first call)
 same(model, new, falls_back=True)
 print("specialized ok")
 """

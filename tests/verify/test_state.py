@@ -26,7 +26,13 @@ def test_rounding_noise_of_a_zero_mean_running_mean_passes_and_a_missed_update_d
     wrong = _judge({"bn.running_mean": means, "bn.running_var": var},
                    {"bn.running_mean": torch.zeros(128), "bn.running_var": var}, tmp_path)
     assert len(wrong) == 1 and wrong[0].startswith("bn.running_mean:")
-    # a module's own scale only: another layer's large buffer does not loosen this one's
+    # a layer's own scale only: another layer's large variance does not loosen this one's mean
     wrong = _judge({"a.running_mean": noise, "b.running_var": 1e3 * var},
                    {"a.running_mean": -noise, "b.running_var": 1e3 * var}, tmp_path)
     assert len(wrong) == 1 and wrong[0].startswith("a.running_mean:")
+    # the scale is the standard deviation, not the variance: activations of mean 1000 and std 1000 (a running
+    # variance near 1e5) still fail a running mean 0.5% off
+    big_var, big_mean = 0.9 + 0.1 * 1e6 * torch.ones(128), 100.0 * torch.ones(128)
+    wrong = _judge({"bn.running_mean": big_mean, "bn.running_var": big_var},
+                   {"bn.running_mean": big_mean * 1.005, "bn.running_var": big_var}, tmp_path)
+    assert len(wrong) == 1 and wrong[0].startswith("bn.running_mean:")

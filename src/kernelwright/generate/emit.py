@@ -214,7 +214,7 @@ def emit(plan: Plan, families: Mapping[str, Family], configs: Sequence[Config], 
     outputs = ", ".join(returned)
     body.append(f"return ({outputs},)" if graph.returns_tuple or len(returned) > 1 else f"return {outputs}")
 
-    summary = "\n".join(f"  - {line}" for line in plan.describe())
+    summary = "\n".join(f"  - {line}" for line in plan.describe(share=False))
     guarded = specialize.guard_constant(graph.specialized)
     code = [
         *(r.source + "\n\n" for r in rendered),

@@ -62,14 +62,19 @@ class Plan:
         total = sum(work.values())
         return 1.0 if total <= 0 else 1.0 - sum(w for name, w in work.items() if name in left) / total
 
-    def describe(self) -> list[str]:
+    def describe(self, *, share: bool = True) -> list[str]:
+        """One line a group, then what is left to PyTorch — with the share of the work it is unless ``share`` is
+        off (a generated file leaves it out: the share follows the sizes, and a candidate proven at reduced sizes
+        must be the same file as at the problem's own)."""
         lines = [f"group {i}: {g.family} — {', '.join(self.graph.node(n).op for n in g.nodes)}"
                  for i, g in enumerate(self.groups)]
         if self.uncovered:
             ops = sorted({self.graph.node(n).op for n in self.uncovered})
-            share = 1.0 - self.own_work
-            lines.append(f"left to PyTorch: {', '.join('aten.' + o for o in ops)} "
-                         f"({_percent(share)} of the work; own kernels {_percent(1.0 - share)})")
+            left = f"left to PyTorch: {', '.join('aten.' + o for o in ops)}"
+            if share:
+                rest = 1.0 - self.own_work
+                left += f" ({_percent(rest)} of the work; own kernels {_percent(1.0 - rest)})"
+            lines.append(left)
         return lines
 
 

@@ -13,10 +13,11 @@ from typing import Any
 def state_problems(reference: Mapping[str, Any], path: Path, compare: Callable[[Any, Any], Any]) -> list[str]:
     """What differs between the candidate's buffers (the file at ``path``) and the reference's changed ones: one
     line each, empty when they agree. ``compare(got, expected, scale)`` judges floating values as outputs are judged
-    (its result has ``ok`` and ``reason``), ``scale`` the largest RMS among the changed floating buffers of the same
-    module: a running mean is judged on the scale of its layer's running variance too, since the mean of zero-mean
-    activations (a batch norm after a linear map of batch-normed channels: ShuffleNet's `bn3`) is rounding noise
-    whose RMS says nothing of the arithmetic that made it; integer buffers (a batch count) must be equal."""
+    (its result has ``ok`` and ``reason``) with ``scale`` a floor for the magnitude errors are measured against: a
+    batch norm's ``running_mean`` is judged against its layer's standard deviation (the square root of the RMS of
+    its ``running_var``), since the mean of zero-mean activations (a batch norm after a linear map of batch-normed
+    channels: ShuffleNet's `bn3`) is rounding noise whose own RMS says nothing of the arithmetic that made it; other
+    buffers get no floor. Integer buffers (a batch count) must be equal."""
     import torch
 
     try:
@@ -26,19 +27,20 @@ def state_problems(reference: Mapping[str, Any], path: Path, compare: Callable[[
     if not isinstance(ours, dict):
         return ["its buffers after the first trial are not a name -> tensor mapping"]
     scales: dict[str, float] = {}
-    for name, want in reference.items():
-        if isinstance(want, torch.Tensor) and want.is_floating_point() and want.numel():
-            module = name.rpartition(".")[0]
-            rms = float(want.double().pow(2).mean().sqrt())
-            if rms == rms:  # not NaN
-                scales[module] = max(scales.get(module, 0.0), rms)
+    for name in reference:
+        module, _, leaf = name.rpartition(".")
+        var = reference.get(f"{module}.running_var" if module else "running_var")
+        if leaf == "running_mean" and isinstance(var, torch.Tensor) and var.is_floating_point() and var.numel():
+            std = float(var.double().pow(2).mean().sqrt().sqrt())
+            if std == std:  # not NaN
+                scales[name] = std
     wrong = []
     for name, want in reference.items():
         got = ours.get(name)
         if not isinstance(got, torch.Tensor) or got.shape != want.shape:
             wrong.append(f"{name} is {'missing' if got is None else 'of another shape'}")
         elif want.is_floating_point():
-            result = compare(got.to(want.dtype), want, scales.get(name.rpartition(".")[0], 0.0))
+            result = compare(got.to(want.dtype), want, scales.get(name, 0.0))
             if not result.ok:
                 wrong.append(f"{name}: {result.reason}")
         elif not torch.equal(got, want):
