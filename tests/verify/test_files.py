@@ -86,3 +86,19 @@ def test_size_globals_are_read_from_chained_and_unpacked_assignments(tmp_path) -
                     "def get_inputs():\n    return [torch.randn(batch_size, depth, height, width)]\n")
     assert read_problem(path).size_globals == {"batch_size": 16, "height": 256, "width": 256, "depth": 16,
                                                "rows": 32, "cols": 32, "channels": 3}
+
+
+def test_sizes_that_must_stay_equal_shrink_together(tmp_path) -> None:
+    # Neither size can change alone (the product broadcasts the targets along the last dimension); together they can.
+    from kernelwright.problem import sizes
+
+    path = tmp_path / "hinge_like.py"
+    path.write_text("import torch\n"
+                    "batch_size = 4096\n"
+                    "input_shape = (4096,)\n"
+                    "class Model(torch.nn.Module):\n"
+                    "    def forward(self, p, t):\n        return torch.mean(torch.clamp(1 - p * t, min=0))\n"
+                    "def get_inputs():\n"
+                    "    return [torch.rand(batch_size, *input_shape), torch.rand(batch_size)]\n")
+    reduced = sizes.reduced_sizes(read_problem(path))
+    assert reduced and len(set(reduced.values())) == 1 and set(reduced) == {"batch_size", "literal:4096"}

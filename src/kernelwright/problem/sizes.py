@@ -225,14 +225,28 @@ def _shrinkable(module: Any, original: Mapping[str, int], named: set[str], *, co
     kernel may have baked in) stays the one the candidate was generated for. A size the forward fixes (a generated
     backward's ``layer_norm(x, [4096])``) does not run when changed alone, so it stays too."""
     base = None if constructor else _init_signature(module)
-    free = []
+
+    def runs(overrides: dict[str, int]) -> bool:
+        with _sized(module, original, overrides), contextlib.suppress(Exception):
+            return (constructor or _init_signature(module) == base) and _runs_on_meta(module)
+        return False
+
+    free, alone = [], {}
     for name, value in original.items():
         if value < minimum or name in named:
             continue
-        with _sized(module, original, {name: value // 2}), contextlib.suppress(Exception):
-            if (constructor or _init_signature(module) == base) and _runs_on_meta(module):
-                free.append(name)
-    return free
+        if runs({name: value // 2}):
+            free.append(name)
+        else:
+            alone.setdefault(value, []).append(name)
+    # Sizes that must stay equal change together: `torch.rand(batch_size, *input_shape) * targets` with
+    # `input_shape = (32768,)` and `batch_size = 32768` broadcasts only while the two agree (level 1 100_HingeLoss:
+    # neither could shrink alone, and its 4 GiB reference was killed). The search shrinks free sizes by one factor,
+    # so a group that starts equal stays equal.
+    for value, names in alone.items():
+        if len(names) > 1 and runs({name: value // 2 for name in names}):
+            free += names
+    return [name for name in original if name in free]
 
 
 def _runs_on_meta(module: Any) -> bool:
