@@ -102,3 +102,27 @@ def test_sizes_that_must_stay_equal_shrink_together(tmp_path) -> None:
                     "    return [torch.rand(batch_size, *input_shape), torch.rand(batch_size)]\n")
     reduced = sizes.reduced_sizes(read_problem(path))
     assert reduced and len(set(reduced.values())) == 1 and set(reduced) == {"batch_size", "literal:4096"}
+
+
+def test_sizes_the_model_refuses_are_skipped_not_raised(tmp_path) -> None:
+    # The constructor asserts what some reduced sizes break (a vision transformer's patch divisibility).
+    from kernelwright.problem import sizes
+
+    path = tmp_path / "patches.py"
+    path.write_text("import torch\n"
+                    "image_size = 96\n"
+                    "patch_size = 16\n"
+                    "class Model(torch.nn.Module):\n"
+                    "    def __init__(self, image_size, patch_size):\n"
+                    "        super().__init__()\n"
+                    "        assert image_size % patch_size == 0, 'Image dimensions must be divisible'\n"
+                    "        self.proj = torch.nn.Linear(patch_size * patch_size, 64)\n"
+                    "        self.p = patch_size\n"
+                    "    def forward(self, x):\n"
+                    "        b, h, w = x.shape\n"
+                    "        x = x.reshape(b, h // self.p, self.p, w // self.p, self.p).permute(0, 1, 3, 2, 4)\n"
+                    "        return self.proj(x.reshape(b, -1, self.p * self.p))\n"
+                    "def get_inputs():\n    return [torch.rand(64, image_size, image_size)]\n"
+                    "def get_init_inputs():\n    return [image_size, patch_size]\n")
+    reduced = sizes.reduced_sizes(read_problem(path), max_elements=1 << 14, constructor=True)
+    assert reduced and reduced.get("image_size", 96) % reduced.get("patch_size", 16) == 0

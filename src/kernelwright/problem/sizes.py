@@ -342,7 +342,12 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
 
     def within_budget(overrides: dict[str, int]) -> bool:
         with _sized(module, original, overrides):
-            return small()  # shapes only (meta tensors): nothing is computed
+            try:
+                return small()  # shapes only (meta tensors): nothing is computed
+            except Exception as exc:  # noqa: BLE001 - sizes the model refuses (level 3 28_VisionTransformer's
+                # "Image dimensions must be divisible by the patch size" crashed the whole optimize)
+                log.info("sizes %s do not build %s: %s", overrides, problem.path.name, exc)
+                return False
 
     def search(minimum: int, floor: int) -> tuple[dict[str, int], bool]:
         """The smallest working overrides of one pass, and whether they fit the budget. Only sizes that fit are run
