@@ -88,13 +88,6 @@ def _percent(share: float) -> str:
     return f"{value:.0f}%"
 
 
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
-
-
 def node_work(graph: ProblemGraph, node: Node) -> float:
     """An estimate of a node's work from its shapes: 2 x multiply-adds for the contractions (matmuls, convolutions,
     attention), else one operation per output element (or per element of its first input, for a node of several
@@ -103,16 +96,16 @@ def node_work(graph: ProblemGraph, node: Node) -> float:
     out = node.info.shape if node.info is not None else (shapes[0] if shapes else ())
     if node.op in ("mm", "bmm", "addmm", "baddbmm", "matmul") and len(shapes) >= 2:
         k = shapes[-1][-2] if len(shapes[-1]) >= 2 else 1
-        return 2.0 * _numel(out) * k
+        return 2.0 * math.prod(out) * k
     if node.op == "convolution" and len(shapes) >= 2:
         weight, transposed = shapes[1], bool(node.args[6]) if len(node.args) > 6 else False
         if transposed:  # every input element meets [C_out / groups, *taps] weights
-            return 2.0 * _numel(shapes[0]) * _numel(weight[1:])
-        return 2.0 * _numel(out) * _numel(weight[1:])  # every output element: [C_in / groups, *taps]
+            return 2.0 * math.prod(shapes[0]) * math.prod(weight[1:])
+        return 2.0 * math.prod(out) * math.prod(weight[1:])  # every output element: [C_in / groups, *taps]
     if node.op.startswith("_scaled_dot_product") and len(shapes) >= 3:
         q, k = shapes[0], shapes[1]
-        return 4.0 * _numel(q) * k[-2]  # QK^T and PV: 2 x (L x S x D) multiply-adds a head
-    return float(_numel(out))
+        return 4.0 * math.prod(q) * k[-2]  # QK^T and PV: 2 x (L x S x D) multiply-adds a head
+    return float(math.prod(out))
 
 
 def convex(graph: ProblemGraph, members: Sequence[str]) -> bool:

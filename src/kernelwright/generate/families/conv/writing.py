@@ -92,6 +92,19 @@ class _Renderer:
         lines, env = self._epilogue(value, ctx)
         return lines + self._stores(env, "offs", "mask")
 
+    def _tile_epilogue(self, *, image: str, channels: str, rows: str, cols: str, mask: str, flat: str) -> list[str]:
+        """The epilogue and stores of a kernel whose tile is output pixels (rows, mask ``rows``) x output channels
+        (columns: ``channels``, mask ``cols``) — the implicit GEMM's and the direct depthwise kernel's. ``image``
+        is the tile's image index: a column vector where the rows span images (the GEMM's M), else a scalar."""
+        sp = self.spatial
+        ctx = _Indexing(channel_load=f"tl.load(in_{{v}} + {channels}, mask={cols}, other=0).to(tl.float32)[None, :]",
+                        dims={0: image, 1: f"{channels}[None, :]", **{d: f"{c}[:, None]" for d, c in zip(sp.dims(),
+                                                                                                       sp.coords)}},
+                        vector_dims=(*((0,) if "[" in image else ()), 1, *sp.dims()), flat=flat,
+                        masks={"all": mask, "rows": f"{rows}[:, None]", "cols": f"{cols}[None, :]"})
+        lines, env = self._epilogue("acc", ctx)
+        return lines + self._stores(env, flat, mask)
+
     def _strided(self) -> list[str]:
         return [v for v in self.operands if self.modes[v] == "strided"]
 
@@ -245,13 +258,8 @@ class _Renderer:
             "    acc += x_tap.to(tl.float32) * w_tap.to(tl.float32)[None, :]",
             "offs = (image * n_channels + channel)[None, :] * n_pix + pixels[:, None]",
         ]
-        ctx = _Indexing(channel_load="tl.load(in_{v} + channel, mask=c_mask, other=0).to(tl.float32)[None, :]",
-                        dims={0: "image", 1: "channel[None, :]", **{d: f"{c}[:, None]" for d, c in zip(sp.dims(),
-                                                                                                       sp.coords)}},
-                        vector_dims=(1, *sp.dims()), flat="offs",
-                        masks={"all": "mask", "rows": "p_mask[:, None]", "cols": "c_mask[None, :]"})
-        lines, env = self._epilogue("acc", ctx)
-        body += lines + self._stores(env, "offs", "mask")
+        body += self._tile_epilogue(image="image", channels="channel", rows="p_mask", cols="c_mask", mask="mask",
+                                    flat="offs")
 
         src = self._head(kernel, params, body, "a direct depthwise convolution (one input channel a group), a tile "
                          "of pixels x channels of one image a program, the epilogue applied before the store.",
@@ -295,13 +303,8 @@ class _Renderer:
         params += ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "IDX64: tl.constexpr"]
         body = transposed_main_loop(r, sp, precision=self.config["precision"], grouped=self.grouped,
                                     head=self._gemm_head(count="n_q")) if r.transposed else self._gemm_main_loop()
-        ctx = _Indexing(channel_load="tl.load(in_{v} + offs_n, mask=n_mask, other=0).to(tl.float32)[None, :]",
-                        dims={0: "img[:, None]", 1: "offs_n[None, :]",
-                              **{d: f"{c}[:, None]" for d, c in zip(sp.dims(), sp.coords)}},
-                        vector_dims=(0, 1, *sp.dims()), flat="dst",
-                        masks={"all": "dst_mask", "rows": "m_mask[:, None]", "cols": "n_mask[None, :]"})
-        lines, env = self._epilogue("acc", ctx)
-        body += lines + self._stores(env, "dst", "dst_mask")
+        body += self._tile_epilogue(image="img[:, None]", channels="offs_n", rows="m_mask", cols="n_mask",
+                                    mask="dst_mask", flat="dst")
 
         src = self._head(kernel, params, body, "an implicit-GEMM convolution (M = output pixels, N = output channels, "
                          "K = taps x input channels) with the epilogue applied to the accumulator.",
