@@ -99,6 +99,34 @@ def test_a_problem_never_reaches_past_the_whole_bench(tmp_path: Path, monkeypatc
     assert (cut.budget_per_problem_s, cut.verify_limit_s) == (60.0, 0.0)
 
 
+def test_a_problem_that_spends_its_own_budget_does_not_stop_the_bench(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # A timeout row (its own search and verify allowance spent) is followed by the next problem; only a problem
+    # whose budget the bench's total cut short ends the bench (a level-2 bench under `--budget 140m` stopped at its
+    # first timeout with 103 minutes left).
+    from kernelwright.bench import runner
+
+    clock = [0.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(runner, "machine", lambda: {"host": "test"})
+
+    def run_task(task: runner.Task) -> tuple[dict, dict]:
+        clock[0] += task.settings.budget_per_problem_s + task.settings.verify_limit_s
+        row = rows.failure_row(name=task.problem.name, path=str(task.problem.path), mode="optimize",
+                               status="timeout", message="the budget ran out")
+        return {**row, "findings": ["budget-spent"]}, {}
+
+    monkeypatch.setattr(runner, "run_task", run_task)
+    problems = [runner.BenchProblem(f"p{i}", tmp_path / f"p{i}.py") for i in range(4)]
+    for p in problems:
+        p.path.write_text("")
+    settings = runner.BenchSettings(out_dir=tmp_path, device="cpu", budget_per_problem_s=100.0,
+                                    verify_limit_s=50.0, budget_s=400.0, db_path=tmp_path / "runs.sqlite")
+    statuses = [r["status"] for r in runner.run_bench(problems, settings).rows]
+    # 150 s each: two whole, the third cut by the total (100 s left), the fourth never started.
+    assert statuses == ["timeout", "timeout", "timeout", rows.NOT_RUN]
+
+
 def test_a_row_a_budget_cut_short_is_not_finished() -> None:
     # --resume runs such rows again: their verdicts say nothing about the kernel, only about the clock.
     from kernelwright.bench.runner import _cut_short

@@ -406,6 +406,44 @@ def test_reduced_sizes_budget_the_work_too(tmp_path: Path) -> None:
     assert set(overrides) == {"batch"} and problem_flops(problem, overrides) <= MAX_FLOPS
 
 
+def test_reduced_sizes_budget_a_convolutions_tile_steps(tmp_path: Path) -> None:
+    # A 3 x 5 x 7 transposed convolution does little arithmetic (under the FLOP budget at a batch of 8), but each of
+    # its 105 taps is a tile step of the interpreter's implicit GEMM: level 1's `58_conv_transposed_3D` ran out of
+    # its 6-minute proof at 8820 steps. The batch shrinks until the steps fit as well (here 12600 -> 1575), and the
+    # literal 16 of the input's channels stays (meta tensors alone let a 4-channel input through this convolution).
+    from kernelwright.problem.files import read_problem
+    from kernelwright.problem.sizes import MAX_CONV_STEPS, problem_work, reduced_sizes
+
+    path = tmp_path / "many_taps.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.conv = nn.ConvTranspose3d(channels, channels, (3, 5, 7))
+
+            def forward(self, x):
+                return self.conv(x)
+
+        batch = 32
+        depth = 1
+        side = 4
+
+        def get_inputs():
+            return [torch.randn(batch, 16, depth, side, side)]
+
+        def get_init_inputs():
+            return [16]
+    """))
+    problem = read_problem(path)
+    work = problem_work(problem)
+    assert work.conv_steps > MAX_CONV_STEPS and work.fits(max_conv_steps=work.conv_steps)
+    overrides = reduced_sizes(problem, max_elements=1 << 22)
+    assert set(overrides) == {"batch"} and problem_work(problem, overrides).fits()
+
+
 def test_changed_sizes_carry_to_the_shapes_derived_from_them(tmp_path: Path) -> None:
     # `scale_shape = (out_features,)` (KernelBench level 2 `33_Gemm_Scale_BatchNorm`; 37 level-2 files derive such
     # shapes): changing out_features alone left scale_shape at 8192, so the model could not be built and the size
@@ -594,4 +632,4 @@ def test_reduced_sizes_second_pass_shrinks_small_sizes_only_when_needed(tmp_path
     assert set(overrides) == {"batch_size", "depth", "height", "width"}
     assert min(overrides.values()) >= 4 and overrides["depth"] < 12 and overrides["batch_size"] < 8
     # Where the first pass reaches the budget, nothing below 16 moves.
-    assert set(reduced_sizes(problem, max_elements=1 << 21)) == {"height", "width"}
+    assert set(reduced_sizes(problem, max_elements=1 << 21, max_conv_steps=1 << 30)) == {"height", "width"}

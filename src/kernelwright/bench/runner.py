@@ -362,15 +362,18 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
                         break
                     progress.running = [task.problem.name]
                     progress.show()
-                    task = _within_total(task, deadline)
-                    row, baselines = run_task(task)
+                    clamped = _within_total(task, deadline)
+                    row, baselines = run_task(clamped)
                     progress.running = []
-                    finish(task, row, baselines)
+                    finish(clamped, row, baselines)
                     progress.show()
                     if row["status"] == rows.INTERRUPTED:
                         raise KeyboardInterrupt
-                    if deadline is not None and "budget-spent" in row.get("findings", ()):
-                        break  # the whole bench's budget is what ran out: the rest are not started
+                    if clamped is not task and "budget-spent" in row.get("findings", ()):
+                        # The whole bench's budget is what ran out: the rest are not started. A problem that
+                        # spent its own budget is a timeout row, and the next one starts (a level-2 bench with
+                        # `--budget 140m` stopped at its first timeout with 103 minutes left, 2026-12-02).
+                        break
             else:
                 _run_parallel(pending, settings, deadline, progress, finish)
         except KeyboardInterrupt:

@@ -19,7 +19,9 @@ import contextlib
 import copy
 import functools
 import logging
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,12 @@ FACTORS = tuple(2**i for i in range(13))  # 1 .. 4096
 # (8.4e8: 64 -> 128 channels, 5x5) and `33_Gemm_Scale_BatchNorm` (2.1e9) past 5 minutes with their inputs as small
 # as the element budget asked (2026-12-02, this 2-core machine).
 MAX_FLOPS = 10**8
+# A convolution costs the interpreter its implicit GEMM's tile steps, not its FLOPs: each step is a handful of numpy
+# calls on a 64 x 64 x 16 tile (the fp32 default), however few channels fill it. Over level 1's 35 convolutions
+# (proofs-level1-cpu.json, 2026-12-02, this 2-core machine) the proof took 12 s plus 30-65 s per 1000 steps, for 1e6
+# to 1e8 FLOPs alike; `58_conv_transposed_3D` (105 taps, 32 -> 16 channels: 5.5e7 FLOPs, 8820 steps) ran out of its
+# 6 minutes where GEMMs of 3.4e7 FLOPs passed in 9 s. 2000 steps keep a convolution's proof near 2 minutes.
+MAX_CONV_STEPS = 2000
 
 
 def _shrink(value: int, factor: int, minimum: int = SHRINKABLE_MIN, floor: int = 8) -> int:
@@ -259,7 +267,7 @@ def _runs_on_meta(module: Any) -> bool:
     try:
         with torch.device("meta"):
             model = module.Model(*init)
-        with torch.no_grad():
+        with torch.no_grad(), _conv_mode()():
             model(*inputs)
     except NotImplementedError:
         return True
@@ -280,36 +288,103 @@ def state_elements(problem: ProblemFile) -> int:
     return _state_elements(import_from_path(problem.path, "kernelwright_sized_problem"))
 
 
-def flops(module: Any) -> int:
-    """The reference's FLOPs at the module's current sizes (PyTorch's flop counter, on meta tensors: nothing is
-    computed); 0 where it cannot run there."""
+@dataclass(frozen=True)
+class Work:
+    """What a reference costs a CPU proof: its FLOPs and its convolutions' tile steps (:data:`MAX_CONV_STEPS`)."""
+
+    flops: int = 0
+    conv_steps: int = 0
+
+    def fits(self, max_flops: int = MAX_FLOPS, max_conv_steps: int = MAX_CONV_STEPS) -> bool:
+        return self.flops <= max_flops and self.conv_steps <= max_conv_steps
+
+
+def conv_steps(x_shape: Sequence[int], w_shape: Sequence[int], out_shape: Sequence[int], *, stride: Sequence[int],
+               transposed: bool, groups: int) -> int:
+    """The tile steps of a convolution's implicit GEMM (64 output positions x 64 output channels x 16 input
+    channels a step, one step per tap that reaches an output phase), or of the direct depthwise kernel (1024
+    outputs x one tap a step)."""
+    taps = math.prod(w_shape[2:])
+    if transposed:  # weight [C_in, C_out / groups, *k]; an output phase gathers ceil(k / stride) taps a dimension
+        c_in, c_out = w_shape[0] // groups, w_shape[1]
+        taps = math.prod(-(-k // max(1, s)) for k, s in zip(w_shape[2:], stride))
+    else:
+        c_out, c_in = w_shape[0] // groups, w_shape[1]
+    positions = out_shape[0] * math.prod(out_shape[2:])
+    if not transposed and groups > 1 and c_in == 1:
+        return -(-positions * out_shape[1] // 1024) * taps
+    return -(-positions // 64) * groups * -(-c_out // 64) * taps * -(-c_in // 16)
+
+
+@functools.cache
+def _conv_mode() -> type:
+    """A dispatch mode over a meta forward that counts :func:`conv_steps` of every ``aten.convolution`` and checks
+    what the meta kernel does not: a transposed convolution's input channels against its weight (a reduced input
+    of 4 channels ran on meta through a 16-channel ``ConvTranspose3d``). Made on first use: torch is imported
+    lazily here."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class ConvShapes(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
+            if func is torch.ops.aten.convolution.default:
+                x, w, _bias, stride, _padding, _dilation, transposed, _output_padding, groups = args[:9]
+                if transposed and x.shape[1] != w.shape[0]:
+                    raise ValueError(f"a transposed convolution of {w.shape[0]} input channels given {x.shape[1]}")
+                out = func(*args, **(kwargs or {}))
+                self.steps += conv_steps(x.shape, w.shape, out.shape, stride=stride, transposed=transposed,
+                                         groups=groups)
+                return out
+            return func(*args, **(kwargs or {}))
+
+    return ConvShapes
+
+
+def work(module: Any) -> Work:
+    """The reference's :class:`Work` at the module's current sizes (PyTorch's flop counter and the convolutions'
+    shapes, on meta tensors: nothing is computed); nothing where it cannot run there."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
         inputs = _meta_inputs(module)
         model = _meta_model(module)
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        steps = _conv_mode()()
+        with torch.no_grad(), FlopCounterMode(display=False) as counter, steps:
             model(*inputs)
-        return int(counter.get_total_flops())
+        return Work(int(counter.get_total_flops()), steps.steps)
     except Exception:  # noqa: BLE001 - no meta kernel, or anything else: the elements decide
-        return 0
+        return Work()
+
+
+def flops(module: Any) -> int:
+    """The reference's FLOPs at the module's current sizes (:func:`work`)."""
+    return work(module).flops
+
+
+def problem_work(problem: ProblemFile, overrides: Mapping[str, int] | None = None) -> Work:
+    """:func:`work` of the problem file at ``overrides`` of its sizes."""
+    module = import_from_path(problem.path, "kernelwright_sized_problem")
+    apply(module, overrides or {})
+    return work(module)
 
 
 def problem_flops(problem: ProblemFile, overrides: Mapping[str, int] | None = None) -> int:
     """:func:`flops` of the problem file at ``overrides`` of its sizes."""
-    module = import_from_path(problem.path, "kernelwright_sized_problem")
-    apply(module, overrides or {})
-    return flops(module)
+    return problem_work(problem, overrides).flops
 
 
 def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, constructor: bool = False,
-                  max_flops: int = MAX_FLOPS) -> dict[str, int]:
+                  max_flops: int = MAX_FLOPS, max_conv_steps: int = MAX_CONV_STEPS) -> dict[str, int]:
     """Overrides for the problem's input-only size constants that bring its inputs and outputs to at most
-    ``max_elements`` elements and its work to at most ``max_flops`` (or as close as they allow) and keep the
-    reference runnable and finite; {} if it is small already or nothing can shrink. With ``constructor``, sizes that
-    the constructor sees may shrink too, and the budget counts the weights as well as the inputs: only for a
-    candidate shown to be the same at those sizes (the caller's check,
+    ``max_elements`` elements and its work to at most ``max_flops`` and ``max_conv_steps`` (or as close as they
+    allow) and keep the reference runnable and finite; {} if it is small already or nothing can shrink. With
+    ``constructor``, sizes that the constructor sees may shrink too, and the budget counts the weights as well as the
+    inputs: only for a candidate shown to be the same at those sizes (the caller's check,
     :func:`kernelwright.search.evaluate.same_candidate_at`)."""
     import torch
 
@@ -320,7 +395,7 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
         return _io_elements(module) + (_state_elements(module) if constructor else 0)
 
     def small() -> bool:
-        return elements() <= max_elements and flops(module) <= max_flops
+        return elements() <= max_elements and work(module).fits(max_flops, max_conv_steps)
 
     def works(overrides: dict[str, int]) -> bool:
         """Whether the reference runs for real at ``overrides`` and gives finite outputs."""

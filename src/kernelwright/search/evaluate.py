@@ -58,15 +58,17 @@ class CpuEvaluator:
         linear ran out of the interpreter's 10 minutes with only its tokens reduced), provided the templates write
         this very file at those sizes — then no number in it depends on them."""
         from kernelwright.problem.files import read_problem
-        from kernelwright.problem.sizes import MAX_FLOPS, problem_flops, reduced_sizes, state_elements
+        from kernelwright.problem.sizes import problem_work, reduced_sizes, state_elements
         from kernelwright.search.candidates import same_candidate_at
 
         problem = read_problem(self.problem)
         overrides = reduced_sizes(problem, max_elements=self.max_elements)
         try:
             # Weights too big for the interpreter, or work too much at the reduced inputs (a convolution's fixed
-            # 64 -> 128 channels): the constructor's sizes shrink too, where the candidate stays the same.
-            heavy = state_elements(problem) > self.max_elements or problem_flops(problem, overrides) > MAX_FLOPS
+            # 64 -> 128 channels, or its 105 taps over 32 channels): the constructor's sizes shrink too, where the
+            # candidate stays the same.
+            heavy = (state_elements(problem) > self.max_elements
+                     or not problem_work(problem, overrides).fits())
         except Exception:  # noqa: BLE001 - a model that cannot be built on meta: keep the weights as they are
             heavy = False
         if heavy:
