@@ -36,15 +36,17 @@ def write_problem(directory: Path, name: str, body: str) -> Path:
     return path
 
 
-def generate(problem: Path, out: Path, *, config_index: int = 0) -> tuple[Plan, Path]:
-    """Capture, plan and emit the candidate using each group's ``config_index``-th config (clamped)."""
+def generate(problem: Path, out: Path, *, config_index: int = 0,
+             config_overrides: dict | None = None) -> tuple[Plan, Path]:
+    """Capture, plan and emit the candidate using each group's ``config_index``-th config (clamped), with
+    ``config_overrides`` laid over it (a render option the space does not offer yet)."""
     families = {f.name: f for f in load_families()}
     graph = capture(problem)
     the_plan = plan(graph, list(families.values()))
     configs = []
     for group in the_plan.groups:
         space = families[group.family].space(graph, group, "sm_90a")
-        configs.append(space[min(config_index, len(space) - 1)])
+        configs.append({**space[min(config_index, len(space) - 1)], **(config_overrides or {})})
     source = emit(the_plan, families, configs, title=f"test candidate for {problem.name}")
     out.write_text(source)
     return the_plan, out
@@ -54,9 +56,11 @@ def generate(problem: Path, out: Path, *, config_index: int = 0) -> tuple[Plan, 
 def check(tmp_path: Path) -> Callable[..., tuple[Plan, Verdict]]:
     """check(name, problem_body, **verify_options) -> (plan, verdict) for the default candidate on the CPU."""
 
-    def run(name: str, body: str, *, config_index: int = 0, **options) -> tuple[Plan, Verdict]:
+    def run(name: str, body: str, *, config_index: int = 0, config_overrides: dict | None = None,
+            **options) -> tuple[Plan, Verdict]:
         problem = write_problem(tmp_path, name, body)
-        the_plan, candidate = generate(problem, tmp_path / f"{name}_candidate.py", config_index=config_index)
+        the_plan, candidate = generate(problem, tmp_path / f"{name}_candidate.py", config_index=config_index,
+                                       config_overrides=config_overrides)
         verdict = verify(problem, candidate, VerifyOptions(device="cpu", seed=3, **options))
         return the_plan, verdict
 

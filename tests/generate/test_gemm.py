@@ -98,10 +98,12 @@ def test_bf16_linear_gelu_runs_hgmma_with_padded_unaligned_rows(check) -> None:
     assert any(op.startswith("LDGSTS") and op.endswith(".128") for op in opcodes), opcodes
 
 
-@pytest.mark.parametrize(("m", "n", "k", "config_index"), [(1, 127, 1000, 0), (1000, 7, 1, 3)])
-def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, config_index: int) -> None:
+@pytest.mark.parametrize(("m", "n", "k", "config_index", "b_tile"), [(1, 127, 1000, 0, "kn"), (1000, 7, 1, 3, "nk")])
+def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, config_index: int,
+                                                 b_tile: str) -> None:
     """addmm with beta/alpha on ``x @ w.t()`` (w read in place through its strides), a bias row and a per-row
-    scale column fused; edge tiles masked for M, N, K of 1, 7, 127, 1000; two configurations."""
+    scale column fused; edge tiles masked for M, N, K of 1, 7, 127, 1000; two configurations, B's tile loaded
+    as K x N and as N x K (transposed for the dot)."""
     the_plan, verdict = check(f"addmm_{m}x{n}x{k}", f"""
         class Model(nn.Module):
             def forward(self, bias, x, w, s):
@@ -112,7 +114,7 @@ def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, 
 
         def get_init_inputs():
             return []
-    """, config_index=config_index, distribution_trials=False)
+    """, config_index=config_index, config_overrides={"b_tile": b_tile}, distribution_trials=False)
     assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
     assert sorted(_ops(the_plan)) == ["addmm", "mul", "permute"]
     assert verdict.status is Status.PASSED, verdict.message

@@ -166,6 +166,16 @@ class _Writer:
         cast_a = "" if plan.a.load_dtype == plan.a.dtype else f".to({expr.TL_DTYPE[plan.a.dtype]})"
         cast_b = "" if plan.b.load_dtype == plan.b.dtype else f".to({expr.TL_DTYPE[plan.b.dtype]})"
         precision = f', input_precision="{self.config["precision"]}"' if plan.a.dtype == torch.float32 else ""
+        if self.config.get("b_tile", "kn") == "nk":
+            # B's tile loaded as [BLOCK_N, BLOCK_K] and transposed for the dot: the same values, another load
+            # layout (a lead for a K-major B, nn.Linear's weight; timed with scripts/family_sweep.py --grid).
+            b_loop = ["b_ptrs = b_ptr + rn[:, None] * stride_bn + rk[None, :] * stride_bk",
+                      f"    b = tl.load(b_ptrs, mask=mask_n[:, None] & (rk[None, :] < K - k), other=0.0){cast_b}",
+                      f"    acc = tl.dot(a, tl.trans(b), acc=acc{precision})"]
+        else:
+            b_loop = ["b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn",
+                      f"    b = tl.load(b_ptrs, mask=(rk[:, None] < K - k) & mask_n[None, :], other=0.0){cast_b}",
+                      f"    acc = tl.dot(a, b, acc=acc{precision})"]
         return body + [
             "rm = tl.arange(0, BLOCK_M)",
             "rn = tl.arange(0, BLOCK_N)",
@@ -173,12 +183,11 @@ class _Writer:
             "mask_m = rm < M - pid_m * BLOCK_M",
             "mask_n = rn < N - pid_n * BLOCK_N",
             "a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak",
-            "b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn",
+            *b_loop[:1],
             "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
             "for k in range(0, K, BLOCK_K):",
             f"    a = tl.load(a_ptrs, mask=mask_m[:, None] & (rk[None, :] < K - k), other=0.0){cast_a}",
-            f"    b = tl.load(b_ptrs, mask=(rk[:, None] < K - k) & mask_n[None, :], other=0.0){cast_b}",
-            f"    acc = tl.dot(a, b, acc=acc{precision})",
+            *b_loop[1:],
             "    a_ptrs += BLOCK_K * stride_ak",
             "    b_ptrs += BLOCK_K * stride_bk",
         ]
