@@ -93,7 +93,9 @@ class GemmFamily:
         elif policy.allow_tf32:
             configs = [_config(c, "tf32") for c in _TF32_CONFIGS] + [_config(_FP32_CONFIGS[0], "ieee")]
         else:
-            configs = [_config(c, "ieee") for c in _FP32_CONFIGS] + [_config(_TF32X3_CONFIG, "tf32x3")]
+            # A K-major B (nn.Linear's weight) copied N-major first: writing.py has the figures.
+            configs = [{**_config(c, "ieee"), "b_copy": True} for c in _FP32_CONFIGS]
+            configs.append(_config(_TF32X3_CONFIG, "tf32x3"))
         itemsize = max(plan.a.load_dtype.itemsize, plan.b.load_dtype.itemsize, plan.a.dtype.itemsize)
         limit = _smem_limit(arch)
         fitting = [c for c in configs if smem_bytes(c, itemsize) <= limit]

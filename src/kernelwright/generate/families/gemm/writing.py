@@ -277,8 +277,15 @@ class _Writer:
             lines += [f"    {m}, {k} = {a}.shape",
                       f"    {n} = {b}.shape[1]",
                       f'    assert {b}.shape[0] == {k}, "mm: the inner dimensions differ"']
-        lines += [f"    if {macs} >= {_PAD_MIN_MACS}:  # big enough that copying an unaligned operand pays",
-                  f"        {a}, {b} = {self.ident}_aligned({a}), {self.ident}_aligned({b})"]
+        lines.append(f"    if {macs} >= {_PAD_MIN_MACS}:  # big enough that copying an unaligned operand pays")
+        if cfg.get("b_copy"):
+            # B copied N-major where it is not (nn.Linear's weight, read as w.t()): the FMA dot reads a K-major
+            # B tile far slower (linear_relu fp32 4096^3 6.21 ms against matmul_fp32's 3.17 at the same tile,
+            # run 33, H200, 2026-12-02; loading it N x K and transposing in the kernel changed nothing); the copy
+            # is one pass over B.
+            lines += [f"        if {b}.stride(-1) != 1:",
+                      f"            {b} = {b}.contiguous()"]
+        lines.append(f"        {a}, {b} = {self.ident}_aligned({a}), {self.ident}_aligned({b})")
         tile_shape = f"({batch}, {m}, {n})" if plan.batched else f"({m}, {n})"
         anchor_level = plan.levels[plan.anchor]
         stride_args: list[str] = []
