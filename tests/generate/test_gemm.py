@@ -208,10 +208,13 @@ def test_space_policy_and_shared_memory_pruning() -> None:
     (g_half,), (g_fp32,) = half.groups, fp32.groups
 
     h200 = family.space(half.graph, g_half, "sm_90a")
-    assert (h200[0]["BLOCK_M"], h200[0]["BLOCK_N"], h200[0]["BLOCK_K"]) == (128, 128, 64)
+    # 4096 x 4096 outputs: 512 tiles of 128 x 256 fill the 132 SMs, so the wide tile goes first.
+    assert (h200[0]["BLOCK_M"], h200[0]["BLOCK_N"], h200[0]["BLOCK_K"]) == (128, 256, 64)
+    assert (h200[1]["BLOCK_M"], h200[1]["BLOCK_N"]) == (128, 128)
     assert len(h200) >= 2 and all(smem_bytes(c, 2) <= 227 * 1024 for c in h200)
     ada = family.space(half.graph, g_half, "sm_89")  # 99 KiB a block: the 144 KiB configurations go
     assert all(smem_bytes(c, 2) <= 101376 for c in ada) and len(ada) < len(h200)
+    assert not any(c["BLOCK_N"] == 256 for c in ada)  # nothing wide to put first there
 
     strict = family.space(fp32.graph, g_fp32, "sm_90a")
     assert strict[0]["precision"] == "ieee" and not any(c["precision"] == "tf32" for c in strict)

@@ -3,9 +3,19 @@ fit the arch's shared memory."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.base import (
+    DEFAULT_POLICY,
+    Config,
+    Group,
+    Policy,
+    Rendered,
+    make_group,
+    sm_count,
+)
 from kernelwright.generate.families.gemm.growing import grow
 from kernelwright.generate.families.gemm.matching import ANCHORS, match_matmul
 from kernelwright.generate.families.gemm.model import GemmPlan
@@ -61,6 +71,25 @@ def _smem_limit(arch: str) -> int:
         return _DEFAULT_SMEM_LIMIT
 
 
+def _wide_first(entries: tuple[tuple[int, ...], ...], graph: ProblemGraph, plan: GemmPlan,
+                arch: str) -> tuple[tuple[int, ...], ...]:
+    """The half-precision tiles, 128 x 256 first where it still fills every SM. Measured through the verifier
+    (runs 31-32, H200, 2026-12-02): 128 x 256 beat the 128 x 128 default on all five large GEMMs of the suite —
+    matmul_bf16 8192^3 1.80 -> 1.62 ms, matmul 4096^3 0.235 -> 0.209, linear_gelu_bf16 1.196 -> 1.002,
+    mlp_block_bf16 2.32 -> 2.22; transformer_attention_fp16's projection 0.283 -> 0.273, 256 x 128 0.264) — and a
+    60 s budget tunes only two candidates of such a GEMM, so the order decides the row."""
+    shape = graph.info(plan.anchor).shape
+    sms = sm_count(arch)
+    try:
+        tiles = math.prod(int(d) for d in shape[:-2]) * -(-int(shape[-2]) // 128) * -(-int(shape[-1]) // 256)
+    except (TypeError, ValueError):  # a size only known at run time: the default order
+        return entries
+    wide = [e for e in entries if e[:2] == (128, 256)]
+    if tiles < sms or not wide:
+        return entries
+    return (*wide, *(e for e in entries if e[:2] != (128, 256)))
+
+
 def _config(entry: tuple[int, ...], precision: str) -> dict[str, object]:
     bm, bn, bk, group_m, stages, warps = entry
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "num_stages": stages,
@@ -89,7 +118,7 @@ class GemmFamily:
               policy: Policy = DEFAULT_POLICY) -> list[Config]:
         plan: GemmPlan = group.detail["gemm"]
         if plan.a.dtype != torch.float32:
-            configs = [_config(c, "native") for c in _HALF_CONFIGS]
+            configs = [_config(c, "native") for c in _wide_first(_HALF_CONFIGS, graph, plan, arch)]
         elif policy.allow_tf32:
             configs = [_config(c, "tf32") for c in _TF32_CONFIGS] + [_config(_FP32_CONFIGS[0], "ieee")]
         else:
