@@ -3,6 +3,7 @@ the sm_90a instruction evidence the verifier collects by cross-compiling."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -102,10 +103,14 @@ def test_bf16_linear_gelu_runs_hgmma_with_padded_unaligned_rows(check) -> None:
 
 @pytest.mark.parametrize(("m", "n", "k", "config_index", "b_tile"), [(1, 127, 1000, 0, "kn"), (1000, 7, 1, 3, "nk")])
 def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, config_index: int,
-                                                 b_tile: str) -> None:
+                                                 b_tile: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """addmm with beta/alpha on ``x @ w.t()`` (w read in place through its strides), a bias row and a per-row
     scale column fused; edge tiles masked for M, N, K of 1, 7, 127, 1000; two configurations, B's tile loaded
-    as K x N and as N x K (transposed for the dot)."""
+    as K x N and as N x K (transposed for the dot). The first case copies the K-major w N-major before the dot
+    (``b_copy``, the fp32 default) and pads its 127-wide rows: the big-GEMM branch, taken here at any size."""
+    from kernelwright.generate.families.gemm import writing
+
+    monkeypatch.setattr(writing, "_PAD_MIN_MACS", 1 if config_index == 0 else writing._PAD_MIN_MACS)
     the_plan, verdict = check(f"addmm_{m}x{n}x{k}", f"""
         class Model(nn.Module):
             def forward(self, bias, x, w, s):
@@ -201,7 +206,7 @@ def test_regroup_tracks_dimensions_symbolically() -> None:
     assert regroup([(Atom("y", 0, 15),), (x2,)], [3, 5, 16]) is None  # a cut inside one input dimension
 
 
-def test_space_policy_and_shared_memory_pruning() -> None:
+def test_space_policy_and_shared_memory_pruning(tmp_path: Path) -> None:
     family = GemmFamily()
     half = plan(capture(PROBLEMS / "matmul.py"), [family])
     fp32 = plan(capture(PROBLEMS / "matmul_fp32.py"), [family])
@@ -215,6 +220,21 @@ def test_space_policy_and_shared_memory_pruning() -> None:
     ada = family.space(half.graph, g_half, "sm_89")  # 99 KiB a block: the 144 KiB configurations go
     assert all(smem_bytes(c, 2) <= 101376 for c in ada) and len(ada) < len(h200)
     assert not any(c["BLOCK_N"] == 256 for c in ada)  # nothing wide to put first there
+    # A skinny GEMM makes enough 128 x 256 tiles (32768 x 16: 256 of them) but would mask 15/16 of each.
+    skinny = tmp_path / "skinny.py"
+    skinny.write_text("import torch\nimport torch.nn as nn\n" + textwrap.dedent("""
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return a @ b
+
+        def get_inputs():
+            return [torch.randn(32768, 64, dtype=torch.float16), torch.randn(64, 16, dtype=torch.float16)]
+
+        def get_init_inputs():
+            return []
+    """))
+    thin = plan(capture(skinny), [family])
+    assert family.space(thin.graph, thin.groups[0], "sm_90a")[0]["BLOCK_N"] == 128
 
     strict = family.space(fp32.graph, g_fp32, "sm_90a")
     assert strict[0]["precision"] == "ieee" and not any(c["precision"] == "tf32" for c in strict)

@@ -444,6 +444,22 @@ def test_reduced_sizes_budget_a_convolutions_tile_steps(tmp_path: Path) -> None:
     assert set(overrides) == {"batch"} and problem_work(problem, overrides).fits()
 
 
+def test_conv_steps_count_the_tiles_each_kernel_walks() -> None:
+    from kernelwright.problem.sizes import conv_steps
+
+    # Conv2d 16 -> 96, 11 x 11: 2 x 7 x 7 = 98 output positions in two 64-row tiles, 2 column tiles, 121 taps, one
+    # K step each.
+    assert conv_steps((2, 16, 17, 17), (96, 16, 11, 11), (2, 96, 7, 7), stride=(1, 1), transposed=False,
+                      groups=1) == 2 * 2 * 121 * 1
+    # Depthwise 3 x 3 over 64 channels: the direct kernel, 1024 outputs a step per tap.
+    assert conv_steps((2, 64, 10, 10), (64, 1, 3, 3), (2, 64, 8, 8), stride=(1, 1), transposed=False,
+                      groups=64) == 8 * 9
+    # Transposed 8 -> 12, groups 4, stride 2 (weight [C_in, C_out / groups, 3, 3]): an output phase gathers 2 x 2
+    # taps; 121 outputs make 2 row tiles per group.
+    assert conv_steps((1, 8, 5, 5), (8, 3, 3, 3), (1, 12, 11, 11), stride=(2, 2), transposed=True,
+                      groups=4) == 2 * 4 * 1 * 4 * 1
+
+
 def test_changed_sizes_carry_to_the_shapes_derived_from_them(tmp_path: Path) -> None:
     # `scale_shape = (out_features,)` (KernelBench level 2 `33_Gemm_Scale_BatchNorm`; 37 level-2 files derive such
     # shapes): changing out_features alone left scale_shape at 8192, so the model could not be built and the size

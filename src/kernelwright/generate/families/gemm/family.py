@@ -80,12 +80,10 @@ def _wide_first(entries: tuple[tuple[int, ...], ...], graph: ProblemGraph, plan:
     60 s budget tunes only two candidates of such a GEMM, so the order decides the row."""
     shape = graph.info(plan.anchor).shape
     sms = sm_count(arch)
-    try:
-        tiles = math.prod(int(d) for d in shape[:-2]) * -(-int(shape[-2]) // 128) * -(-int(shape[-1]) // 256)
-    except (TypeError, ValueError):  # a size only known at run time: the default order
-        return entries
+    tiles = math.prod(shape[:-2]) * -(-shape[-2] // 128) * -(-shape[-1] // 256)
     wide = [e for e in entries if e[:2] == (128, 256)]
-    if tiles < sms or not wide:
+    # A skinny or small matrix would mask most of a wide tile, however many of them a batch makes.
+    if tiles < sms or not wide or shape[-2] < 128 or shape[-1] < 256:
         return entries
     return (*wide, *(e for e in entries if e[:2] != (128, 256)))
 
@@ -120,7 +118,8 @@ class GemmFamily:
         if plan.a.dtype != torch.float32:
             configs = [_config(c, "native") for c in _wide_first(_HALF_CONFIGS, graph, plan, arch)]
         elif policy.allow_tf32:
-            configs = [_config(c, "tf32") for c in _TF32_CONFIGS] + [_config(_FP32_CONFIGS[0], "ieee")]
+            configs = [_config(c, "tf32") for c in _TF32_CONFIGS] + [{**_config(_FP32_CONFIGS[0], "ieee"),
+                                                                      "b_copy": True}]
         else:
             # A K-major B (nn.Linear's weight) copied N-major first: writing.py has the figures.
             configs = [{**_config(c, "ieee"), "b_copy": True} for c in _FP32_CONFIGS]

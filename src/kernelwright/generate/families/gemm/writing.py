@@ -166,7 +166,10 @@ class _Writer:
         cast_a = "" if plan.a.load_dtype == plan.a.dtype else f".to({expr.TL_DTYPE[plan.a.dtype]})"
         cast_b = "" if plan.b.load_dtype == plan.b.dtype else f".to({expr.TL_DTYPE[plan.b.dtype]})"
         precision = f', input_precision="{self.config["precision"]}"' if plan.a.dtype == torch.float32 else ""
-        if self.config.get("b_tile", "kn") == "nk":
+        b_tile = self.config.get("b_tile", "kn")
+        if b_tile not in ("kn", "nk"):
+            raise ValueError(f"gemm config b_tile={b_tile!r}: use 'kn' (B's tile K x N) or 'nk' (N x K, transposed)")
+        if b_tile == "nk":
             # B's tile loaded as [BLOCK_N, BLOCK_K] and transposed for the dot: the same values, another load
             # layout (a lead for a K-major B, nn.Linear's weight; timed with scripts/family_sweep.py --grid).
             b_loop = ["b_ptrs = b_ptr + rn[:, None] * stride_bn + rk[None, :] * stride_bk",
