@@ -109,23 +109,39 @@ class _Writer:
     def render(self) -> Rendered:
         plan, cfg = self.plan, self.config
         kernel = f"{self.ident}_kernel"
+        variant = cfg.get("variant", "pointer")
+        if variant not in ("pointer", "tma"):
+            raise ValueError(f"gemm config variant={variant!r}: use 'pointer' (cp.async loads, a program a tile) "
+                             "or 'tma' (tensor-descriptor loads, a persistent grid)")
+        tma = variant == "tma"
         lines = ["@triton.jit", f"def {kernel}("]
-        lines += _wrap(self.kernel_params(), "    ")
+        lines += _wrap(self.kernel_params(tma), "    ")
         lines += ["    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,",
                   "    GROUP_M: tl.constexpr,",
+                  *(["    A_T: tl.constexpr, B_T: tl.constexpr,"] if tma else []),
                   "):"]
-        lines += [f"    {line}" for line in (*self.main_loop(), *self.epilogue())]
+        if tma:
+            lines += [f"    {line}" for line in self.tma_loop()]
+            lines += [f"        {line}" for line in self.epilogue()]
+        else:
+            lines += [f"    {line}" for line in (*self.main_loop(), *self.epilogue())]
         lines += ["", "", *_ALIGNED.format(ident=self.ident).splitlines(), "", ""]
-        lines += self.launcher(kernel)
+        if tma:
+            lines += [*_TMA_READY.format(ident=self.ident).splitlines(), "", ""]
+        lines += self.launcher(kernel, tma)
         dot = cfg["precision"] if plan.a.dtype == torch.float32 else str(plan.a.dtype).removeprefix("torch.")
-        notes = (f"{plan.anchor}: {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} tiles, {dot} dot",)
+        notes = (f"{plan.anchor}: {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} tiles, {dot} dot"
+                 + (", TMA loads, persistent grid" if tma else ""),)
         return Rendered(source="\n".join(lines), launcher=self.ident, notes=notes)
 
-    def kernel_params(self) -> list[str]:
+    def kernel_params(self, tma: bool = False) -> list[str]:
         plan = self.plan
-        params = ["a_ptr", "b_ptr", *(f"in_{v}" for v in self.operands), *(f"out_{o}" for o in self.outputs)]
+        params = ["a_desc", "b_desc"] if tma else ["a_ptr", "b_ptr"]
+        params += [*(f"in_{v}" for v in self.operands), *(f"out_{o}" for o in self.outputs)]
         params += ["M", "N", "K"]
-        if plan.batched:
+        if tma:
+            params += ["batch", "programs"] if plan.batched else ["programs"]
+        elif plan.batched:
             params += ["batch0", "stride_ab", "stride_am", "stride_ak", "stride_bb", "stride_bk", "stride_bn"]
         else:
             params += ["stride_am", "stride_ak", "stride_bk", "stride_bn"]
@@ -195,6 +211,63 @@ class _Writer:
             "    b_ptrs += BLOCK_K * stride_bk",
         ]
 
+    def tma_loop(self) -> list[str]:
+        """A persistent grid of ``programs`` programs (one an SM at most) walking the output tiles (grouped order),
+        each K step's A and B tiles fetched by the tensor-memory accelerator from host-built descriptors (zero-filled past M, N and K:
+        no masks in the loop). A_T / B_T: the descriptor is over the operand's transpose (its unit stride is
+        along M, resp. K: nn.Linear's weight), the tile transposed back for the dot, which wgmma reads either way."""
+        plan = self.plan
+        cast_a = "" if plan.a.load_dtype == plan.a.dtype else f".to({expr.TL_DTYPE[plan.a.dtype]})"
+        cast_b = "" if plan.b.load_dtype == plan.b.dtype else f".to({expr.TL_DTYPE[plan.b.dtype]})"
+        precision = f', input_precision="{self.config["precision"]}"' if plan.a.dtype == torch.float32 else ""
+        lead, shape_a, shape_b, shape_at, shape_bt = "", "", "", "", ""
+        if plan.batched:  # rank-3 descriptors: a [1, rows, cols] box of the batch's matrix
+            lead = "bid32, "
+            shape_a, shape_at = ".reshape(BLOCK_M, BLOCK_K)", ".reshape(BLOCK_K, BLOCK_M)"
+            shape_b, shape_bt = ".reshape(BLOCK_K, BLOCK_N)", ".reshape(BLOCK_N, BLOCK_K)"
+        ws = ", warp_specialize=True" if self.config.get("warp_specialize") else ""
+        flatten = ", flatten=True" if self.config.get("flatten", True) else ""
+        body = [
+            "num_pid_m = tl.cdiv(M, BLOCK_M)",
+            "num_pid_n = tl.cdiv(N, BLOCK_N)",
+            "tiles = num_pid_m * num_pid_n",
+            "num_pid_in_group = GROUP_M * num_pid_n",
+            "k_tiles = tl.cdiv(K, BLOCK_K)",
+            "rm = tl.arange(0, BLOCK_M)",
+            "rn = tl.arange(0, BLOCK_N)",
+            f"for tile in tl.range(tl.program_id(0), {'batch * tiles' if plan.batched else 'tiles'}, programs"
+            f"{flatten}{ws}):",
+        ]
+        inner = []
+        if plan.batched:
+            inner += ["bid32 = tile // tiles", "bid = bid32.to(tl.int64)", "t = tile % tiles"]
+        else:
+            inner += ["t = tile"]
+        inner += [
+            "first_pid_m = (t // num_pid_in_group) * GROUP_M",
+            "group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
+            "pid_m = first_pid_m + (t % num_pid_in_group) % group_size_m",
+            "pid_n = (t % num_pid_in_group) // group_size_m",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "for kt in range(k_tiles):",
+            "    k = kt * BLOCK_K",
+            "    if A_T:",
+            f"        a = tl.trans(a_desc.load([{lead}k, pid_m * BLOCK_M]){shape_at}){cast_a}",
+            "    else:",
+            f"        a = a_desc.load([{lead}pid_m * BLOCK_M, k]){shape_a}{cast_a}",
+            "    if B_T:",
+            f"        b = tl.trans(b_desc.load([{lead}pid_n * BLOCK_N, k]){shape_bt}){cast_b}",
+            "    else:",
+            f"        b = b_desc.load([{lead}k, pid_n * BLOCK_N]){shape_b}{cast_b}",
+            f"    acc = tl.dot(a, b, acc=acc{precision})",
+            "# The tile's origin in 64-bit arithmetic for the epilogue's pointers.",
+            "row0 = pid_m.to(tl.int64) * BLOCK_M",
+            "col0 = pid_n.to(tl.int64) * BLOCK_N",
+            "mask_m = rm < M - row0",
+            "mask_n = rn < N - col0",
+        ]
+        return body + [f"    {line}" for line in inner]
+
     def epilogue(self) -> list[str]:
         graph, plan = self.graph, self.plan
         ops = [graph.node(n).op for n in (*plan.producers, *plan.epilogue)]
@@ -257,7 +330,7 @@ class _Writer:
             terms.append(repr(number))
         return f"x_{v} = {' + '.join(terms)}  # {self.graph.node(v).op}: an index value, computed, not read"
 
-    def launcher(self, kernel: str) -> list[str]:
+    def launcher(self, kernel: str, tma: bool = False) -> list[str]:
         graph, plan, cfg, L = self.graph, self.plan, self.config, self.local
         a, b, m, n, k, batch = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"], L["batch"]
         lines = [
@@ -280,15 +353,19 @@ class _Writer:
             lines += [f"    {m}, {k} = {a}.shape",
                       f"    {n} = {b}.shape[1]",
                       f'    assert {b}.shape[0] == {k}, "mm: the inner dimensions differ"']
-        lines.append(f"    if {macs} >= {_PAD_MIN_MACS}:  # big enough that copying an unaligned operand pays")
-        if cfg.get("b_copy"):
-            # B copied N-major where it is not (nn.Linear's weight, read as w.t()): the FMA dot reads a K-major
-            # B tile far slower (linear_relu fp32 4096^3 6.21 ms against matmul_fp32's 3.17 at the same tile,
-            # run 33, H200, 2026-12-02; loading it N x K and transposing in the kernel changed nothing); the copy
-            # is one pass over B.
-            lines += [f"        if {b}.stride(-1) != 1:",
-                      f"            {b} = {b}.contiguous()"]
-        lines.append(f"        {a}, {b} = {self.ident}_aligned({a}), {self.ident}_aligned({b})")
+        if tma:  # descriptors need 16-byte rows: a layout that has none is copied, whatever the size
+            lines += [f"    {a}, a_t = {self.ident}_tma_ready({a})",
+                      f"    {b}, b_t = {self.ident}_tma_ready({b})"]
+        else:
+            lines.append(f"    if {macs} >= {_PAD_MIN_MACS}:  # big enough that copying an unaligned operand pays")
+            if cfg.get("b_copy"):
+                # B copied N-major where it is not (nn.Linear's weight, read as w.t()): the FMA dot reads a
+                # K-major B tile far slower (linear_relu fp32 4096^3 6.21 ms against matmul_fp32's 3.17 at the
+                # same tile, run 33, H200, 2026-12-02; loading it N x K and transposing in the kernel changed
+                # nothing); the copy is one pass over B.
+                lines += [f"        if {b}.stride(-1) != 1:",
+                          f"            {b} = {b}.contiguous()"]
+            lines.append(f"        {a}, {b} = {self.ident}_aligned({a}), {self.ident}_aligned({b})")
         tile_shape = f"({batch}, {m}, {n})" if plan.batched else f"({m}, {n})"
         anchor_level = plan.levels[plan.anchor]
         stride_args: list[str] = []
@@ -313,14 +390,19 @@ class _Writer:
         for o in self.outputs:
             lines.append(f"    out_{o} = torch.empty({self.shape(plan.levels[o])}, "
                          f"dtype={graph.info(o).dtype}, device={plan.a.source}.device)")
-        args = [a, b, *(v if self.modes[v][0] == "scalar" else f"{v}_tile" for v in self.operands),
-                *(f"out_{o}" for o in self.outputs), m, n, k]
-        if plan.batched:
-            args.append(L["start"])
-        args += [f"*{a}.stride()", f"*{b}.stride()", *stride_args]
+        operand_args = [*(v if self.modes[v][0] == "scalar" else f"{v}_tile" for v in self.operands),
+                        *(f"out_{o}" for o in self.outputs)]
         consts = (f"BLOCK_M={cfg['BLOCK_M']}, BLOCK_N={cfg['BLOCK_N']}, BLOCK_K={cfg['BLOCK_K']}, "
                   f"GROUP_M={cfg['GROUP_M']}, num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']}")
         tiles = f"triton.cdiv({m}, {cfg['BLOCK_M']}) * triton.cdiv({n}, {cfg['BLOCK_N']})"
+        if tma:
+            lines += self.tma_launch(kernel, operand_args, stride_args, consts, tiles)
+            lines.append(f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)")
+            return lines
+        args = [a, b, *operand_args, m, n, k]
+        if plan.batched:
+            args.append(L["start"])
+        args += [f"*{a}.stride()", f"*{b}.stride()", *stride_args]
         if plan.batched:
             start, grid = L["start"], L["grid"]
             lines += [f"    for {start} in range(0, {batch}, {_GRID_Y_MAX}):  # at most 65535 on grid axis 1",
@@ -337,6 +419,60 @@ class _Writer:
                       "    )"]
         lines.append(f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)")
         return lines
+
+    def tma_launch(self, kernel: str, operand_args: list[str], stride_args: list[str], consts: str,
+                   tiles: str) -> list[str]:
+        plan, cfg, L = self.plan, self.config, self.local
+        a, b, m, n, k, batch = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"], L["batch"]
+        bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+        one = "1, " if plan.batched else ""
+        count = f"{batch} * {tiles}" if plan.batched else tiles
+        lines = [
+            "    from triton.tools.tensor_descriptor import TensorDescriptor",
+            f"    a_box = [{one}{bk}, {bm}] if a_t else [{one}{bm}, {bk}]",
+            f"    b_box = [{one}{bn}, {bk}] if b_t else [{one}{bk}, {bn}]",
+            f"    a_desc = TensorDescriptor.from_tensor({a}.mT if a_t else {a}, a_box)",
+            f"    b_desc = TensorDescriptor.from_tensor({b}.mT if b_t else {b}, b_box)",
+            f"    programs = max(1, min({count}, {self.ident}_sm_count({a}.device)))",
+            f"    {kernel}[(programs,)](",
+            *_wrap(["a_desc", "b_desc", *operand_args, m, n, k, *([batch] if plan.batched else []), "programs",
+                    *stride_args], "        "),
+            f"        {consts},",
+            "        A_T=a_t, B_T=b_t,",
+            "    )",
+        ]
+        return lines
+
+
+_TMA_READY = '''\
+def {ident}_tma_ready(t):
+    """``(view, transposed)``: ``t`` as a tensor-descriptor base — unit stride last, every other stride a positive
+    multiple of 16 bytes, 16-byte aligned start — read in place where it, or its last two dimensions swapped, is
+    one; else a copy with rows padded to 16 bytes (never read past: the descriptor's shape is the tensor's)."""
+    step = 16 // t.element_size()
+
+    def ready(v):
+        return (v.stride(-1) == 1 and v.storage_offset() % step == 0
+                and all(s > 0 and s % step == 0 for s in v.stride()[:-1]))
+
+    if ready(t):
+        return t, False
+    if ready(t.mT):
+        return t, True
+    rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
+    return rows[..., : t.shape[-1]].copy_(t), False
+
+
+{ident}_sm_counts = {{}}
+
+
+def {ident}_sm_count(device):
+    """The device's multiprocessors (a persistent grid's size); 4 for the CPU's interpreter."""
+    if device.type != "cuda":
+        return 4
+    if device.index not in {ident}_sm_counts:
+        {ident}_sm_counts[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return {ident}_sm_counts[device.index]'''
 
 
 def _term(coefficient: int, index: str, cast: str, broadcast: str) -> str:
