@@ -24,6 +24,7 @@ FAMILY_CLASSES = (
     "kernelwright.generate.families.scan:ScanFamily",
     "kernelwright.generate.families.pool:PoolFamily",
     "kernelwright.generate.families.batchnorm:BatchNormFamily",
+    "kernelwright.generate.families.recurrent:RecurrentFamily",
     "kernelwright.generate.families.pointwise:PointwiseFamily",
 )
 

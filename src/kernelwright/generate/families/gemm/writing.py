@@ -213,9 +213,10 @@ class _Writer:
 
     def tma_loop(self) -> list[str]:
         """A persistent grid of ``programs`` programs (one an SM at most) walking the output tiles (grouped order),
-        each K step's A and B tiles fetched by the tensor-memory accelerator from host-built descriptors (zero-filled past M, N and K:
-        no masks in the loop). A_T / B_T: the descriptor is over the operand's transpose (its unit stride is
-        along M, resp. K: nn.Linear's weight), the tile transposed back for the dot, which wgmma reads either way."""
+        each K step's A and B tiles fetched by the tensor-memory accelerator from host-built descriptors
+        (zero-filled past M, N and K: no masks in the loop). A_T / B_T: the descriptor is over the operand's
+        transpose (its unit stride is along M, resp. K: nn.Linear's weight), the tile transposed back for the dot,
+        which wgmma reads either way."""
         plan = self.plan
         cast_a = "" if plan.a.load_dtype == plan.a.dtype else f".to({expr.TL_DTYPE[plan.a.dtype]})"
         cast_b = "" if plan.b.load_dtype == plan.b.dtype else f".to({expr.TL_DTYPE[plan.b.dtype]})"
