@@ -1,0 +1,30 @@
+"""The recurrent family: claims an LSTM, GRU or plain RNN layer stack with the getitems of its outputs; its
+configurations are the scan's tile sizes."""
+
+from __future__ import annotations
+
+from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.recurrent.matching import match_recurrent
+from kernelwright.generate.families.recurrent.writing import write
+from kernelwright.generate.graph import Node, ProblemGraph
+
+NAME = "recurrent"
+
+
+class RecurrentFamily:
+    name = NAME
+
+    def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
+        rnn = match_recurrent(graph, node, claimed)
+        if rnn is None:
+            return None
+        return make_group(graph, NAME, rnn.members, anchor=node.name, rnn=rnn)
+
+    def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
+        # The scan is latency-bound (one program per 16 batch rows walks every step, reading W_hh from L2 each
+        # step); BLOCK_H hidden units per inner tile, BLOCK_K of the previous state per dot. Leads until timed.
+        return [{"BLOCK_B": 16, "BLOCK_H": bh, "BLOCK_K": bk, "num_warps": w}
+                for bh, bk, w in ((64, 64, 4), (128, 32, 8), (32, 64, 4))]
+
+    def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+        return write(graph, group, config, ident)

@@ -1,0 +1,78 @@
+"""The recurrent family: LSTM, GRU and plain RNN layer stacks as scans over time, proven under the interpreter
+against PyTorch's own layers (several layers, both directions, batch-first or not, biases or none)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelwright.records import Status
+
+
+def _families(the_plan) -> list[str]:
+    return [g.family for g in the_plan.groups]
+
+
+_CASES = {
+    # A 2-layer batch-first LSTM given its states, the last step through a linear layer, and h_n and c_n returned.
+    "lstm": """
+        class Model(nn.Module):
+            def __init__(self, input_size, hidden_size, layers):
+                super().__init__()
+                self.lstm = nn.LSTM(input_size, hidden_size, layers, batch_first=True)
+                self.fc = nn.Linear(hidden_size, 5)
+
+            def forward(self, x, h0, c0):
+                out, (h, c) = self.lstm(x, (h0, c0))
+                return self.fc(out[:, -1, :]), h, c
+
+        def get_inputs():
+            return [torch.rand(3, 6, 7), torch.rand(2, 3, 20), torch.rand(2, 3, 20)]
+
+        def get_init_inputs():
+            return [7, 20, 2]
+    """,
+    # A bidirectional 2-layer GRU, time-major, its initial state zero (not given): the output and h_n.
+    "gru_bidirectional": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gru = nn.GRU(9, 17, 2, bidirectional=True)
+
+            def forward(self, x):
+                out, h = self.gru(x)
+                return out, h
+
+        def get_inputs():
+            return [torch.rand(5, 4, 9)]
+
+        def get_init_inputs():
+            return []
+    """,
+    # Plain RNNs: tanh without biases, then ReLU with them, one feeding the other.
+    "rnn": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.RNN(6, 16, 1, bias=False, batch_first=True)
+                self.b = nn.RNN(16, 12, 2, nonlinearity="relu", batch_first=True)
+
+            def forward(self, x, h0):
+                y, _ = self.a(x, h0)
+                z, h = self.b(y)
+                return z, h
+
+        def get_inputs():
+            return [torch.rand(2, 7, 6), torch.rand(1, 2, 16)]
+
+        def get_init_inputs():
+            return []
+    """,
+}
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_recurrent_stacks_pass_the_verifier(check, case: str) -> None:
+    the_plan, verdict = check(f"rnn_{case}", _CASES[case], distribution_trials=False)
+    assert "recurrent" in _families(the_plan)
+    assert the_plan.fully_covered, [the_plan.graph.node(n).op for n in the_plan.uncovered]
+    assert verdict.status is Status.PASSED, verdict.message
