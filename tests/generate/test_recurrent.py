@@ -76,3 +76,8 @@ def test_recurrent_stacks_pass_the_verifier(check, case: str) -> None:
     assert "recurrent" in _families(the_plan)
     assert the_plan.fully_covered, [the_plan.graph.node(n).op for n in the_plan.uncovered]
     assert verdict.status is Status.PASSED, verdict.message
+    # The default configuration splits a batch block's hidden units over programs that meet after every step; the
+    # CPU runs it unsplit (one program), but its sm_90a code must hold the barrier: a release add, acquire polls.
+    scans = [k for k in verdict.instructions if k.arch == "sm_90a" and "scan_kernel" in k.name]
+    assert scans and all(any(op.startswith("ATOM") or op.startswith("RED") for op in k.histogram_by_opcode)
+                         for k in scans), [sorted(k.histogram_by_opcode) for k in scans]

@@ -21,10 +21,15 @@ class RecurrentFamily:
         return make_group(graph, NAME, rnn.members, anchor=node.name, rnn=rnn)
 
     def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
-        # The scan is latency-bound (one program per 16 batch rows walks every step, reading W_hh from L2 each
-        # step); BLOCK_H hidden units per inner tile, BLOCK_K of the previous state per dot. Leads until timed.
-        return [{"BLOCK_B": 16, "BLOCK_H": bh, "BLOCK_K": bk, "num_warps": w}
-                for bh, bk, w in ((64, 64, 4), (128, 32, 8), (32, 64, 4))]
+        # The scan is latency-bound: every step waits for the last. Split: a batch block's hidden units shared by
+        # up to H / BLOCK_H programs (one an SM), which meet at a barrier after each step; unsplit: one program a
+        # batch block walks them all (no barrier; the CPU's interpreter always runs this way). BLOCK_K of the
+        # previous state per dot. Leads until timed on the GPU.
+        split = [{"BLOCK_B": 16, "BLOCK_H": bh, "BLOCK_K": bk, "num_warps": w, "split": True}
+                 for bh, bk, w in ((16, 64, 4), (32, 64, 4), (64, 64, 4))]
+        whole = [{"BLOCK_B": 16, "BLOCK_H": bh, "BLOCK_K": bk, "num_warps": w, "split": False}
+                 for bh, bk, w in ((64, 64, 4), (128, 32, 8))]
+        return [*split, *whole]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
         return write(graph, group, config, ident)

@@ -57,7 +57,8 @@ _CELLS = {
         "r_g = tl.sigmoid(pre_0 + acc_0 + bh_0)",
         "z_g = tl.sigmoid(pre_1 + acc_1 + bh_1)",
         "n_g = {ident}_tanh(pre_2 + r_g * (acc_2 + bh_2))",
-        "h_old = tl.load(h_cur + rb[:, None].to(tl.int64) * H + rj[None, :], mask=mask, other=0.0)",
+        "h_old = tl.load(h_cur + rb[:, None].to(tl.int64) * H + rj[None, :], mask=mask, other=0.0,",
+        '                cache_modifier=".cg")',
         "h_new = (1.0 - z_g) * n_g + z_g * h_old",
     ],
     "tanh": ["h_new = {ident}_tanh(pre_0 + acc_0 + bh_0)"],
@@ -71,7 +72,8 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
     precision = ', input_precision="ieee"' if dtype == torch.float32 else ""
     source = _PROJ.format(ident=ident, precision=precision, tanh=expr._tanh("x"))
     # The scan's dot is of fp32 states: IEEE always (TF32 would round the state every step).
-    source += "\n\n" + _scan_kernel(rnn, ident, ', input_precision="ieee"') + "\n\n" + _launcher(graph, group, rnn, config, ident)
+    source += "\n\n" + _scan_kernel(rnn, ident, ', input_precision="ieee"')
+    source += "\n\n" + _NSPLIT.format(ident=ident) + "\n\n" + _launcher(graph, group, rnn, config, ident)
     directions = "bidirectional " if rnn.directions == 2 else ""
     notes = (f"{rnn.node}: {rnn.layers}-layer {directions}{rnn.cell} as a scan over time, "
              f"{config['BLOCK_B']} batch rows a program",)
@@ -81,24 +83,33 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
 def _scan_kernel(rnn: Recurrent, ident: str, precision: str) -> str:
     q = range(rnn.gates)
     lines = [
-        "@triton.jit",
-        f"def {ident}_scan_kernel(proj_ptr, whh_ptr, bhh_ptr, h_ptr, c_ptr, out_ptr, T, B, H, sot, sob, col0,",
-        "                         swg, swk, REVERSE: tl.constexpr, HAS_BIAS: tl.constexpr,",
+        '@triton.jit(do_not_specialize=["NSPLIT"])  # 1 on the CPU: the barrier compiled all the same',
+        f"def {ident}_scan_kernel(proj_ptr, whh_ptr, bhh_ptr, h_ptr, c_ptr, out_ptr, bar_ptr, T, B, H, sot, sob,",
+        "                         swd, swg, swk, sbd, NSPLIT, HAS_BIAS: tl.constexpr,",
         "                         BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):",
-        '    """One layer and direction over every time step, for BLOCK_B batch rows: h_ptr holds the state twice',
-        "    (step s reads slot s % 2, writes the other), c_ptr the LSTM's cell state (updated in place); each",
-        '    step\'s hidden state goes to out[t, b, col0:col0 + H]."""',
-        "    rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)",
+        '    """One layer over every time step: program (i, j, d) owns batch rows [i * BLOCK_B, ...) of direction d',
+        "    (1: reversed time) and hidden blocks j, j + NSPLIT, ... of them. h_ptr holds each direction's state",
+        "    twice (step s reads slot s % 2, writes the other), c_ptr the LSTM's cell state (updated in place by its",
+        "    owner); each step's hidden state also goes to out[t, b, d * H + j]. With NSPLIT > 1 the NSPLIT programs",
+        "    of a batch block and direction meet at a barrier after every step (a counter in bar_ptr): the launcher",
+        '    makes NSPLIT > 1 only where every program of the grid is resident at once (one an SM at most)."""',
+        "    pid_b = tl.program_id(0)",
+        "    d = tl.program_id(2)",
+        "    rb = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)",
         "    mask_b = rb < B",
         f"    G = {rnn.gates} * H",
+        "    whh = whh_ptr + d.to(tl.int64) * swd",
+        "    bhh = bhh_ptr + d.to(tl.int64) * sbd",
+        "    proj = proj_ptr + d.to(tl.int64) * T * B * G",
+        "    h_dir = h_ptr + d.to(tl.int64) * 2 * B * H",
+        "    c_ptr += d.to(tl.int64) * B * H",
+        "    bar = bar_ptr + d * tl.num_programs(0) + pid_b",
+        "    col0 = d * H",
         "    for s in range(T):",
-        "        if REVERSE:",
-        "            t = T - 1 - s",
-        "        else:",
-        "            t = s",
-        "        h_cur = h_ptr + (s % 2) * B * H",
-        "        h_nxt = h_ptr + ((s + 1) % 2) * B * H",
-        "        for j0 in range(0, H, BLOCK_H):",
+        "        t = s + d * (T - 1 - 2 * s)  # direction 1 walks time backwards",
+        "        h_cur = h_dir + (s % 2) * B * H",
+        "        h_nxt = h_dir + ((s + 1) % 2) * B * H",
+        "        for j0 in range(tl.program_id(1) * BLOCK_H, H, NSPLIT * BLOCK_H):",
         "            rj = j0 + tl.arange(0, BLOCK_H)",
         "            mask_j = rj < H",
         "            mask = mask_b[:, None] & mask_j[None, :]",
@@ -106,19 +117,20 @@ def _scan_kernel(rnn: Recurrent, ident: str, precision: str) -> str:
         "            for k0 in range(0, H, BLOCK_K):",
         "                rk = k0 + tl.arange(0, BLOCK_K)",
         "                mask_k = rk < H",
+        "                # Written by other programs of this step's barrier: read from L2, not a stale L1 line.",
         "                h = tl.load(h_cur + rb[:, None].to(tl.int64) * H + rk[None, :],",
-        "                            mask=mask_b[:, None] & mask_k[None, :], other=0.0)",
+        '                            mask=mask_b[:, None] & mask_k[None, :], other=0.0, cache_modifier=".cg")',
     ]
     for g in q:
-        lines += [f"                w = tl.load(whh_ptr + ({g} * H + rj[None, :]).to(tl.int64) * swg "
+        lines += [f"                w = tl.load(whh + ({g} * H + rj[None, :]).to(tl.int64) * swg "
                   "+ rk[:, None].to(tl.int64) * swk,",
                   "                            mask=mask_j[None, :] & mask_k[:, None], other=0.0).to(tl.float32)",
                   f"                acc_{g} = tl.dot(h, w, acc=acc_{g}{precision})"]
     lines.append("            row = (t * B + rb[:, None]).to(tl.int64) * G + rj[None, :]")
     for g in q:
-        lines += [f"            pre_{g} = tl.load(proj_ptr + row + {g} * H, mask=mask, other=0.0)",
+        lines += [f"            pre_{g} = tl.load(proj + row + {g} * H, mask=mask, other=0.0)",
                   "            if HAS_BIAS:",
-                  f"                bh_{g} = tl.load(bhh_ptr + {g} * H + rj, mask=mask_j, other=0.0).to(tl.float32)"
+                  f"                bh_{g} = tl.load(bhh + {g} * H + rj, mask=mask_j, other=0.0).to(tl.float32)"
                   "[None, :]",
                   "            else:",
                   f"                bh_{g} = 0.0"]
@@ -127,10 +139,33 @@ def _scan_kernel(rnn: Recurrent, ident: str, precision: str) -> str:
         "            tl.store(h_nxt + rb[:, None].to(tl.int64) * H + rj[None, :], h_new, mask=mask)",
         "            o_ptrs = out_ptr + t.to(tl.int64) * sot + rb[:, None].to(tl.int64) * sob + col0 + rj[None, :]",
         "            tl.store(o_ptrs, h_new.to(out_ptr.dtype.element_ty), mask=mask)",
-        "        # The next step reads what every thread of this program wrote in this one.",
+        "        # The next step reads what every thread of this program (and, split, of its peers) wrote in this one.",
         "        tl.debug_barrier()",
+        "        if NSPLIT > 1:",
+        '            tl.atomic_add(bar, 1, sem="release", scope="gpu")',
+        "            target = (s + 1) * NSPLIT",
+        '            seen = tl.atomic_add(bar, 0, sem="acquire", scope="gpu")',
+        "            while seen < target:",
+        '                seen = tl.atomic_add(bar, 0, sem="acquire", scope="gpu")',
+        "            tl.debug_barrier()",
     ]
     return "\n".join(lines)
+
+
+_NSPLIT = '''\
+{ident}_sm_counts = {{}}
+
+
+def {ident}_nsplit(device, blocks_h, programs):
+    """Programs to share a batch block's hidden units: as many as its hidden blocks, while the whole grid (they
+    wait for each other every step) fits one program an SM. 1 on the CPU, whose interpreter runs programs one
+    after another."""
+    if device.type != "cuda":
+        return 1
+    if device.index not in {ident}_sm_counts:
+        {ident}_sm_counts[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return max(1, min(blocks_h, {ident}_sm_counts[device.index] // programs))
+'''
 
 
 def _state(rnn: Recurrent, name: str | None) -> str:
@@ -144,6 +179,7 @@ def _state(rnn: Recurrent, name: str | None) -> str:
 
 def _launcher(graph: ProblemGraph, group: Group, rnn: Recurrent, config: Config, ident: str) -> str:
     bb, bh, bk, warps = config["BLOCK_B"], config["BLOCK_H"], config["BLOCK_K"], config["num_warps"]
+    split = bool(config.get("split", False))
     lstm = rnn.cell == "lstm"
     params = "[" + ", ".join(rnn.params) + "]"
     per = 4 if rnn.has_biases else 2
@@ -166,11 +202,13 @@ def _launcher(graph: ProblemGraph, group: Group, rnn: Recurrent, config: Config,
         f"    G = {rnn.gates} * H",
         f"    D = {rnn.directions}",
         "    dev = x_in.device",
-        "    proj = torch.empty((T * B, G), dtype=torch.float32, device=dev)",
-        "    state = torch.empty((2, B, H), dtype=torch.float32, device=dev)",
-        "    cell = torch.empty((B, H), dtype=torch.float32, device=dev)" if lstm else "    cell = state",
+        "    proj = torch.empty((D, T * B, G), dtype=torch.float32, device=dev)",
+        "    state = torch.empty((D, 2, B, H), dtype=torch.float32, device=dev)",
+        "    cell = torch.empty((D, B, H), dtype=torch.float32, device=dev)" if lstm else "    cell = state",
         "    h_n = torch.empty_like(h_0)",
         *(["    c_n = torch.empty_like(c_0)"] if lstm and 2 in wanted else []),
+        f"    blocks = triton.cdiv(B, {bb})",
+        f"    nsplit = {ident}_nsplit(dev, triton.cdiv(H, {bh}), blocks * D) if {split} else 1",
         "    layer_in = x_in",
         f"    for layer in range({rnn.layers}):",
         f"        shape = (B, T, D * H) if {rnn.batch_first} else (T, B, D * H)",
@@ -179,24 +217,31 @@ def _launcher(graph: ProblemGraph, group: Group, rnn: Recurrent, config: Config,
         f"        sxt, sxb = ((layer_in.stride(1), layer_in.stride(0)) if {rnn.batch_first}",
         "                    else (layer_in.stride(0), layer_in.stride(1)))",
         "        I = layer_in.shape[-1]",
+        "        w_hh, b_hh = [], []",
         "        for d in range(D):",
         "            index = layer * D + d",
-        f"            w_ih, w_hh = params[index * {per}], params[index * {per} + 1]",
-        *([f"            b_ih, b_hh = params[index * {per} + 2], params[index * {per} + 3]"] if rnn.has_biases
-          else ["            b_ih = b_hh = w_ih  # not read (HAS_BIAS=False)"]),
+        f"            w_ih, w = params[index * {per}], params[index * {per} + 1]",
+        *([f"            b_ih, b = params[index * {per} + 2], params[index * {per} + 3]"] if rnn.has_biases
+          else ["            b_ih = b = w_ih  # not read (HAS_BIAS=False)"]),
+        "            w_hh.append(w)",
+        "            b_hh.append(b)",
         "            grid = (triton.cdiv(T * B, 64), triton.cdiv(G, 64))",
-        f"            {ident}_proj_kernel[grid](layer_in, w_ih, b_ih, proj, T, B, I, G, sxt, sxb, layer_in.stride(2),",
-        "                                      w_ih.stride(0), w_ih.stride(1),",
+        f"            {ident}_proj_kernel[grid](layer_in, w_ih, b_ih, proj[d], T, B, I, G, sxt, sxb,",
+        "                                      layer_in.stride(2), w_ih.stride(0), w_ih.stride(1),",
         f"                                      HAS_BIAS={rnn.has_biases}, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,"
         " num_warps=4)",
-        "            state[0].copy_(h_0[index])",
-        *(["            cell.copy_(c_0[index])"] if lstm else []),
-        f"            {ident}_scan_kernel[(triton.cdiv(B, {bb}),)](",
-        "                proj, w_hh, b_hh, state, cell, out, T, B, H, sot, sob, d * H, w_hh.stride(0), w_hh.stride(1),",
-        f"                REVERSE=d == 1, HAS_BIAS={rnn.has_biases}, BLOCK_B={bb}, BLOCK_H={bh}, BLOCK_K={bk},"
-        f" num_warps={warps})",
-        "            h_n[index].copy_(state[T % 2])",
-        *(["            c_n[index].copy_(cell)"] if lstm and 2 in wanted else []),
+        "        # Both directions in one launch: their recurrent weights side by side (a copy of 2 x G x H).",
+        "        w_hh = torch.stack(w_hh) if D > 1 else w_hh[0].unsqueeze(0)",
+        "        b_hh = torch.stack(b_hh) if D > 1 else b_hh[0].unsqueeze(0)",
+        "        state[:, 0].copy_(h_0[layer * D:(layer + 1) * D])",
+        *(["        cell.copy_(c_0[layer * D:(layer + 1) * D])"] if lstm else []),
+        "        bar = torch.zeros((D * blocks,), dtype=torch.int32, device=dev)",
+        f"        {ident}_scan_kernel[(blocks, nsplit, D)](",
+        "            proj, w_hh, b_hh, state, cell, out, bar, T, B, H, sot, sob,",
+        "            w_hh.stride(0), w_hh.stride(1), w_hh.stride(2), b_hh.stride(0), nsplit,",
+        f"            HAS_BIAS={rnn.has_biases}, BLOCK_B={bb}, BLOCK_H={bh}, BLOCK_K={bk}, num_warps={warps})",
+        "        h_n[layer * D:(layer + 1) * D].copy_(state[:, T % 2])",
+        *(["        c_n[layer * D:(layer + 1) * D].copy_(cell)"] if lstm and 2 in wanted else []),
         "        layer_in = out",
         f"    return ({', '.join(returns)},)",
     ]
