@@ -452,3 +452,99 @@ def test_depthwise_direct_small_images_with_operands_fp16(check) -> None:
     assert plan.fully_covered and group.detail["pointwise"]
     assert verdict.status is Status.PASSED, verdict.message
     assert not any(k.name == "aten::convolution" for k in verdict.kernels)
+
+
+_TMA_CONVS = {
+    # 2-D, 12 -> 20 channels (neither a multiple of 16 bytes' worth... 12 is padded to 16), dilation 2, padding 3,
+    # eval batch norm, a residual added and the pre-activation sum also returned; a second shape.
+    2: """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(12, 20, kernel_size=3, padding=3, dilation=2, bias=False,
+                                      dtype=torch.bfloat16)
+                self.bn = nn.BatchNorm2d(20, dtype=torch.bfloat16)
+                with torch.no_grad():
+                    self.bn.running_mean.uniform_(-0.5, 0.5)
+                    self.bn.running_var.uniform_(0.5, 2.0)
+                self.eval()
+
+            def forward(self, x, residual):
+                y = self.bn(self.conv(x)) + residual
+                return y, torch.relu(y)
+
+        batch = 2
+        height = 9
+        width = 13
+
+        def get_inputs():
+            return [torch.randn(batch, 12, height, width, dtype=torch.bfloat16),
+                    torch.randn(batch, 20, height + 2, width + 2, dtype=torch.bfloat16)]
+
+        def get_init_inputs():
+            return []
+    """,
+    # 1-D with a bias and GELU, fp16, 5 taps unpadded.
+    1: """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv1d(16, 24, kernel_size=5, dtype=torch.float16)
+
+            def forward(self, x):
+                return F.gelu(self.conv(x))
+
+        def get_inputs():
+            return [torch.randn(3, 16, 37, dtype=torch.float16)]
+
+        def get_init_inputs():
+            return []
+    """,
+    # 3-D, 8 -> 16 channels, a 2 x 3 x 3 filter padded (0, 1, 1), bias and ReLU.
+    3: """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv3d(8, 16, kernel_size=(2, 3, 3), padding=(0, 1, 1), dtype=torch.bfloat16)
+
+            def forward(self, x):
+                return torch.relu(self.conv(x))
+
+        def get_inputs():
+            return [torch.randn(2, 8, 4, 6, 7, dtype=torch.bfloat16)]
+
+        def get_init_inputs():
+            return []
+    """,
+}
+
+
+@pytest.mark.parametrize("rank", [2, 1, 3])
+def test_tma_implicit_gemm_stride_one_half(check, rank: int) -> None:
+    """Stride-1 half-precision convolutions on Hopper lead with the TMA variant: a tap's input box fetched by the
+    tensor-memory accelerator, padding zero-filled by it (including boxes that start before the image), channels
+    padded to 16 bytes; the sm_90a code shows the descriptor loads (rank + 2 dimensions) and warpgroup MMAs."""
+    plan, verdict = check(f"conv_tma_{rank}d", _TMA_CONVS[rank], distribution_trials=False, shape_trial=rank == 2)
+    (group,) = _conv_groups(plan)
+    assert plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+    assert not any(k.name == "aten::convolution" for k in verdict.kernels)
+    opcodes = {op for k in verdict.instructions if k.arch == "sm_90a" for op in k.histogram_by_opcode}
+    assert f"UTMALDG.{rank + 2}D" in opcodes and "UTMALDG.2D" in opcodes, sorted(opcodes)
+    assert any(op.startswith("HGMMA") for op in opcodes), sorted(opcodes)
+
+
+def test_tma_variant_only_where_it_applies(tmp_path) -> None:
+    def space(body: str, arch: str = "sm_90a"):
+        problem = tmp_path / "p.py"
+        problem.write_text("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+                           + textwrap.dedent(body))
+        graph = capture(problem)
+        (group,) = _conv_groups(make_plan(graph))
+        return [c["variant"] for c in ConvFamily().space(graph, group, arch)]
+
+    stride_one = _TMA_CONVS[2]
+    assert space(stride_one)[:2] == ["tma", "tma"]
+    assert "tma" not in space(stride_one, "sm_80") and "tma" not in space(stride_one, "sm_89")  # no TMA unit
+    assert "tma" not in space(CONV_BN_RELU_BF16)  # stride 2: a tap's pixels are not one box
+    assert "tma" not in space(CONV_BIAS_RELU.format(stride=1))  # fp32: the FMA dot (see the GEMM family)

@@ -80,6 +80,16 @@ def sm_count(arch: str) -> int:
     return max((gpu.sm_count for gpu in gpus_for_arch(arch)), default=FALLBACK_SM_COUNT)
 
 
+def has_tma(arch: str) -> bool:
+    """Whether ``arch`` has the tensor-memory accelerator (Hopper on): the TMA variants' condition."""
+    try:
+        from kernelwright.hardware import arch_spec
+
+        return "tma" in arch_spec(arch).features
+    except Exception:  # an arch name the knowledge base does not know
+        return False
+
+
 def graph_node(graph: ProblemGraph, name: str) -> Node | None:
     """The node that computes ``name``; None for a placeholder (an input, a parameter)."""
     try:

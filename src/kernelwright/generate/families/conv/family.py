@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import torch
 
-from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.base import (
+    DEFAULT_POLICY,
+    Config,
+    Group,
+    Policy,
+    Rendered,
+    has_tma,
+    make_group,
+)
 from kernelwright.generate.families.conv.growing import absorb_epilogue
 from kernelwright.generate.families.conv.matching import match_convolution, roles
 from kernelwright.generate.families.conv.writing import write
@@ -38,6 +46,15 @@ class ConvFamily:
             configs += [{"variant": "direct", "BLOCK": 1024, "num_warps": 4},
                         {"variant": "direct", "BLOCK": 256, "num_warps": 2},
                         {"variant": "direct", "BLOCK": 2048, "num_warps": 8}]
+        if (dtype != torch.float32 and has_tma(arch) and not group_roles.transposed and group_roles.groups == 1
+                and all(st == 1 for st in group_roles.stride)):
+            # Stride 1: a tap's input pixels for a tile of output pixels are one box of the channels-last input,
+            # so TMA fetches the A tiles (zero-filling the padding) and the K loop has no address arithmetic or
+            # masks. Leads until timed on the H200; the tuner weighs them against cuDNN and the pointer kernel.
+            configs += [{"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8,
+                         "num_stages": 3, "precision": "half"},
+                        {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4,
+                         "num_stages": 4, "precision": "half"}]
         if group_roles.bn is not None or group_roles.pointwise:
             # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
             # Not for a bias alone: the library's convolution would then do all the reference does (the verifier

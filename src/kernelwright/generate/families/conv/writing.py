@@ -26,6 +26,8 @@ from kernelwright.generate.operators import CONSTANTS
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
     renderer = _Renderer(graph, group, config, ident)
     variant = config["variant"]
+    if variant == "tma":
+        return renderer.tma_gemm()
     return renderer.library() if variant == "library" else renderer.direct() if variant == "direct" else \
         renderer.implicit_gemm()
 
@@ -426,6 +428,137 @@ class _Renderer:
         taps = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
         src.append(f"    {kernel}[grid]({', '.join(args)}, {taps}, BLOCK_M={bm}, BLOCK_N=block_n, "
                    f"BLOCK_K=block_k, IDX64={big}, num_warps={config['num_warps']}, "
+                   f"num_stages={config['num_stages']})")
+        src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
+        return src
+
+
+    # -- variant (c): implicit GEMM fed by the tensor-memory accelerator (stride 1, one group, half types) --------
+    def tma_gemm(self) -> Rendered:
+        """A stride-1 convolution as an implicit GEMM whose A tiles are boxes of the channels-last input, one per
+        filter tap and channel block, fetched by TMA: output pixels (BH rows x BW columns of one image, one
+        position along any outer spatial dimension) shifted by the tap's offset are a box of the input, and the
+        hardware zero-fills what falls outside it — the padding, with no masks in the K loop. B is the filter as
+        [taps x C_in, C_out], C_in padded to 16 bytes with zeros."""
+        r, ident, sp, config = self.roles, self.ident, self.spatial, self.config
+        if r.transposed or self.grouped or any(s != 1 for s in r.stride) or config["precision"] != "half":
+            raise ValueError("conv config variant='tma': for stride-1, ungrouped, half-precision convolutions "
+                             "only; use variant='implicit_gemm'")
+        kernel = f"{ident}_kernel"
+        strided = self._strided()
+        tensors = list(dict.fromkeys([*self.channel_params, *self.operands]))
+        params = ["x_desc", "w_desc", *(f"in_{v}" for v in tensors), *(f"out_{o}" for o in self.group.outputs)]
+        params += ["n_img", "c_pad", "c_out", *sp.out_sizes]
+        for v in strided:
+            params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
+        params += [f"{k}: tl.constexpr" for k in sp.tap_sizes]
+        params += ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "BH: tl.constexpr",
+                   "BW: tl.constexpr", "IDX64: tl.constexpr"]
+        outer = sp.coords[:-2] if sp.rank > 2 else []  # positions one a box (3-D: depth)
+        rows = sp.coords[-2] if sp.rank >= 2 else None
+        col = sp.coords[-1]
+        o_rows = sp.out_sizes[-2] if sp.rank >= 2 else None
+        o_col = sp.out_sizes[-1]
+        body = [
+            "pid = tl.program_id(0)",
+            "n_tiles_n = tl.cdiv(c_out, BLOCK_N)",
+            "pid_m = pid // n_tiles_n  # neighbouring programs share the input boxes (channel tiles vary fastest)",
+            "pid_n = pid % n_tiles_n",
+            f"tiles_w = tl.cdiv({o_col}, BW)",
+        ]
+        count = ["tiles_w"]
+        if rows:
+            body.append(f"tiles_h = tl.cdiv({o_rows}, BH)")
+            count.insert(0, "tiles_h")
+        # pid_m over (image, *outer positions, row block, column block), row-major.
+        names = ["img", *(f"{c}_at" for c in outer), *(["row_blk"] if rows else []), "col_blk"]
+        sizes = ["n_img", *sp.out_sizes[:len(outer)], *count]
+        body += unflatten("pid_m", names, sizes)
+        body += [f"{c}0 = {c}_at" for c in outer]
+        body += [f"{rows}0 = row_blk * BH" if rows else "", f"{col}0 = col_blk * BW"]
+        body = [line for line in body if line]
+        tap_lines = unflatten("tap", sp.taps, sp.tap_sizes)
+        coords = ["img"]
+        for c, k, p, d in zip(sp.coords, sp.taps, r.padding, r.dilation):
+            coords.append(f"{c}0 + {base.affine(k, d, -p)}")
+        body += [
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "c_blocks = tl.cdiv(c_pad, BLOCK_K)",
+            f"# K = ({', '.join(sp.taps)}, input channel): a box of the input a tap and channel block; a block",
+            "# reaching past c_pad reads zeros from A (outside the descriptor), so B's rows there never count.",
+            f"for step in range(0, {' * '.join(sp.tap_sizes)} * c_blocks):",
+            "    tap = step // c_blocks",
+            "    c0 = (step % c_blocks) * BLOCK_K",
+            *(f"    {line}" for line in tap_lines),
+            f"    a = x_desc.load([{', '.join(coords)}, c0]).reshape(BLOCK_M, BLOCK_K)",
+            "    b = w_desc.load([tap * c_pad + c0, pid_n * BLOCK_N])",
+            "    acc = tl.dot(a, b, acc)",
+            "offs_m = tl.arange(0, BLOCK_M)",
+            "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels",
+            *(f"{c} = {c}0 + tl.zeros((BLOCK_M,), dtype=tl.int32)  # one position a tile" for c in outer),
+            *([f"{rows} = {rows}0 + offs_m // BW"] if rows else []),
+            f"{col} = {col}0 + offs_m % BW",
+            "m_mask = " + " & ".join(f"({c} < {n})" for c, n in zip([*([rows] if rows else []), col],
+                                                                  [*([o_rows] if rows else []), o_col])),
+            "n_mask = offs_n < c_out",
+            f"n_pix = {' * '.join(sp.out_sizes)}",
+            "if IDX64:",
+            "    n_pix = n_pix.to(tl.int64)  # so that every offset below is computed in 64 bits",
+            "pix = " + " + ".join(f"{c}" + "".join(f" * {n}" for n in sp.out_sizes[i + 1:])
+                                 for i, c in enumerate(sp.coords)),
+            f"dst = (img * c_out * n_pix + pix)[:, None] + (offs_n * n_pix)[None, :]  # {sp.layout} output offsets",
+            "dst_mask = m_mask[:, None] & n_mask[None, :]",
+        ]
+        body += self._tile_epilogue(image="img", channels="offs_n", rows="m_mask", cols="n_mask", mask="dst_mask",
+                                    flat="dst")
+        src = self._head(kernel, params, body, "an implicit-GEMM convolution, its A boxes of the channels-last "
+                         "input fetched by TMA a filter tap at a time (zero-filled padding), the epilogue applied to "
+                         "the accumulator.", "one Triton kernel, implicit GEMM on TMA loads.")
+        src += self._tma_launch(kernel, tensors, strided)
+        return Rendered(source="\n".join(src), launcher=ident, notes=("implicit-GEMM convolution, TMA loads",))
+
+    def _tma_launch(self, kernel: str, tensors: Sequence[str], strided: Sequence[str]) -> list[str]:
+        r, config, sp = self.roles, self.config, self.spatial
+        x, wt = r.x, r.weight
+        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        dims = ", ".join(map(str, [0, *sp.dims(), 1]))  # NC* -> N*C
+        taps = " * ".join(sp.kernel_names)
+        w_order = ", ".join(map(str, [*sp.dims(), 1, 0]))
+        outer_ones = "1, " * (sp.rank - 2) if sp.rank > 2 else ""
+        box = f"[1, {outer_ones}bh, bw, block_k]" if sp.rank >= 2 else "[1, bw, block_k]"
+        src = [
+            "    from triton.tools.tensor_descriptor import TensorDescriptor",
+            f"    step = 16 // {x}.element_size()",
+            "    c_pad = -(-in_channels // step) * step  # a descriptor's strides must be 16-byte multiples",
+            f"    x_cl = torch.empty((batch, {', '.join(sp.in_names)}, c_pad), dtype={x}.dtype, device={x}.device)",
+            f"    x_cl[..., :in_channels].copy_({x}.permute({dims}))  # channels-last; the pad is never read",
+            "    n_pad = -(-out_channels // step) * step",
+            f"    w_rows = torch.zeros(({taps}, c_pad, n_pad), dtype={wt}.dtype, device={wt}.device)",
+            f"    w_rows[:, :in_channels, :out_channels].copy_({wt}.permute({w_order}).reshape({taps}, in_channels, "
+            "out_channels))",
+            "    # Narrower tiles for few channels (tl.dot needs at least 16); BW output columns a box row.",
+            f"    block_n = min({bn}, max(16, triton.next_power_of_2(out_channels)))",
+            f"    block_k = min({bk}, max(16, triton.next_power_of_2(c_pad)))",
+            f"    bw = min({bm}, max(8, triton.next_power_of_2(out_w)))" if sp.rank >= 2 else f"    bw = {bm}",
+            f"    bh = {bm} // bw",
+            f"    x_desc = TensorDescriptor.from_tensor(x_cl[..., :in_channels], {box})",
+            f"    w_desc = TensorDescriptor.from_tensor(w_rows.view({taps} * c_pad, n_pad)[:, :out_channels], "
+            "[block_k, block_n])",
+        ]
+        src += base.operand_layout_lines(self.operands, self.modes)
+        src += self._allocate()
+        blocks = ["batch", *sp.out_names[:-2]] if sp.rank > 2 else ["batch"]
+        if sp.rank >= 2:
+            blocks.append(f"triton.cdiv({sp.out_names[-2]}, bh)")
+        blocks.append(f"triton.cdiv({sp.out_names[-1]}, bw)")
+        src.append(f"    grid = ({' * '.join(blocks)} * triton.cdiv(out_channels, block_n),)")
+        args = ["x_desc", "w_desc", *tensors, *(f"out_{o}" for o in self.group.outputs), "batch", "c_pad",
+                "out_channels", *sp.out_names]
+        args += [f"*{v}.stride()" for v in strided]
+        big = "math.prod(shape) >= 2**31"
+        tap_args = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
+        src.append(f"    {kernel}[grid]({', '.join(args)}, {tap_args}, BLOCK_M={bm}, BLOCK_N=block_n, "
+                   f"BLOCK_K=block_k, BH=bh, BW=bw, IDX64={big}, num_warps={config['num_warps']}, "
                    f"num_stages={config['num_stages']})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return src

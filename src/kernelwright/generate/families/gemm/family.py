@@ -13,6 +13,7 @@ from kernelwright.generate.families.base import (
     Group,
     Policy,
     Rendered,
+    has_tma,
     make_group,
     sm_count,
 )
@@ -88,15 +89,6 @@ def _wide_first(entries: tuple[tuple[int, ...], ...], graph: ProblemGraph, plan:
     return (*wide, *(e for e in entries if e[:2] != (128, 256)))
 
 
-def _has_tma(arch: str) -> bool:
-    try:
-        from kernelwright.hardware import arch_spec
-
-        return "tma" in arch_spec(arch).features
-    except Exception:  # an arch name the knowledge base does not know
-        return False
-
-
 def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[dict[str, object]]:
     """The half-precision configurations: where the arch has the tensor-memory accelerator, every tile as the TMA
     variant (descriptor loads, a persistent grid), the first also four stages deep with Triton's warp
@@ -110,7 +102,7 @@ def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[dict[st
     stages and warp specialisation 1.520 (3 stages without: 1.550). fp32's FMA dot is not offered TMA: its tiles
     read from the TMA's swizzled layout ran 55-77x slower (linear_relu 3.27 -> 181.6 ms)."""
     pointer = [_config(e, "native") for e in entries]
-    if not _has_tma(arch):
+    if not has_tma(arch):
         return pointer
     tma = [{**c, "variant": "tma"} for c in pointer]
     deep = {**tma[0], "num_stages": 4, "warp_specialize": True}
