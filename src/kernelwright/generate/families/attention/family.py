@@ -10,7 +10,15 @@ import torch
 from kernelwright.generate.families.attention.growing import absorb
 from kernelwright.generate.families.attention.matching import HALF, SDPA_OPS, explicit, sdpa
 from kernelwright.generate.families.attention.writing import write
-from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.base import (
+    DEFAULT_POLICY,
+    Config,
+    Group,
+    Policy,
+    Rendered,
+    has_tma,
+    make_group,
+)
 from kernelwright.generate.graph import Node, ProblemGraph
 from kernelwright.hardware import arch_spec
 
@@ -110,6 +118,10 @@ class AttentionFamily:
                 config["input_precision"] = precision
             if config not in configs:
                 configs.append(config)
+        if not fp32 and has_tma(arch) and detail["batch_rank"] <= 2:
+            # Hopper: the first two tiles again with q, k and v fetched by TMA (rank-4 descriptors over
+            # [batch, heads, seq, dim], zero-filled past the sequence), tried first. Leads until timed.
+            configs = [{**c, "variant": "tma"} for c in configs[:2]] + configs
         return configs
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:

@@ -23,12 +23,16 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
     def cast(name: str, target: torch.dtype) -> str:
         return "" if loaded[name] == target else f".to({_tl(target)})"
 
+    tma = config.get("variant", "pointer") == "tma"
     inner = _inner_function(ident, k_cast=cast("k", qk_dtype), v_cast=cast("v", v_dtype),
                             qk_precision=_precision_arg(qk_dtype, config),
-                            pv_precision=_precision_arg(v_dtype, config), p_dtype=_tl(v_dtype), causal=d["causal"])
-    kernel = _kernel(ident, group, q_cast=cast("q", qk_dtype))
-    source = "\n".join([*inner, "", "", *kernel, "", "", *_launcher(graph, group, config, ident)])
-    return Rendered(source=source, launcher=ident, notes=_notes(group))
+                            pv_precision=_precision_arg(v_dtype, config), p_dtype=_tl(v_dtype), causal=d["causal"],
+                            tma=tma)
+    kernel = _kernel(ident, group, q_cast=cast("q", qk_dtype), tma=tma)
+    ready = [*_TMA_READY.format(ident=ident).splitlines(), "", ""] if tma else []
+    source = "\n".join([*inner, "", "", *kernel, "", "", *ready, *_launcher(graph, group, config, ident)])
+    notes = _notes(group) + (("q, k and v through TMA descriptors",) if tma else ())
+    return Rendered(source=source, launcher=ident, notes=notes)
 
 
 def _tl(dtype: torch.dtype) -> str:
@@ -46,8 +50,10 @@ def _indented(lines: Sequence[str]) -> list[str]:
 
 
 def _inner_function(ident: str, *, k_cast: str, v_cast: str, qk_precision: str, pv_precision: str, p_dtype: str,
-                    causal: bool) -> list[str]:
-    """The online softmax over a range of key blocks: the running max ``m_i`` and sum ``l_i`` per row, in base 2."""
+                    causal: bool, tma: bool = False) -> list[str]:
+    """The online softmax over a range of key blocks: the running max ``m_i`` and sum ``l_i`` per row, in base 2.
+    ``tma``: K and V blocks come from tensor descriptors (zero-filled past the sequence and the head dims), K's
+    block as [BLOCK_N, BLOCK_D], transposed for the dot."""
     causal_keep = " & (cols[None, :] <= offs_m[:, None])" if causal else ""
     body = [
         '"""Online softmax over the key blocks [lo, hi). MASKED: the blocks past the sequence\'s end or on the',
@@ -63,9 +69,11 @@ def _inner_function(ident: str, *, k_cast: str, v_cast: str, qk_precision: str, 
         "    if MASKED:",
         "        k_mask = k_mask & (cols[None, :] < seq_k)",
         "        v_mask = v_mask & (cols[:, None] < seq_k)",
-        "    # k^T as [BLOCK_D, BLOCK_N]; masked entries read 0 (the padded head dims add nothing to q.k)",
-        "    k = tl.load(K + offs_d[:, None] * stride_kd + cols[None, :] * stride_kn, mask=k_mask, other=0.0)"
-        f"{k_cast}",
+        *(["    # k as [BLOCK_N, BLOCK_D] from its descriptor; rows past seq_k and the padded head dims read 0",
+           f"    k = tl.trans(K.load([off_z, off_h, start_n, 0]).reshape(BLOCK_N, BLOCK_D){k_cast})"] if tma else [
+          "    # k^T as [BLOCK_D, BLOCK_N]; masked entries read 0 (the padded head dims add nothing to q.k)",
+          "    k = tl.load(K + offs_d[:, None] * stride_kd + cols[None, :] * stride_kn, mask=k_mask, other=0.0)"
+          f"{k_cast}"]),
         f"    s = tl.dot(q, k{qk_precision}) * qk_scale  # log2(e) * scale * q.k: softmax in base 2",
         "    if MASKED:",
         f"        keep = (cols[None, :] < seq_k){causal_keep}",
@@ -76,8 +84,9 @@ def _inner_function(ident: str, *, k_cast: str, v_cast: str, qk_precision: str, 
         "    alpha = tl.exp2(m_i - m_ref)",
         "    p = tl.exp2(s - m_ref[:, None])",
         "    l_i = l_i * alpha + tl.sum(p, 1)",
-        "    v = tl.load(V + cols[:, None] * stride_vn + offs_dv[None, :] * stride_vd, mask=v_mask, other=0.0)"
-        f"{v_cast}",
+        (f"    v = V.load([off_z, off_h, start_n, 0]).reshape(BLOCK_N, BLOCK_DV){v_cast}" if tma else
+         "    v = tl.load(V + cols[:, None] * stride_vn + offs_dv[None, :] * stride_vd, mask=v_mask, other=0.0)"
+         f"{v_cast}"),
         f"    acc = tl.dot(p.to({p_dtype}), v, acc * alpha[:, None]{pv_precision})",
         "    m_i = m_new",
         "return acc, l_i, m_i",
@@ -86,6 +95,7 @@ def _inner_function(ident: str, *, k_cast: str, v_cast: str, qk_precision: str, 
         "@triton.jit",
         f"def {ident}_inner(",
         "    acc, l_i, m_i, q, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_m, lo, hi, seq_k, qk_scale,",
+        *(["    off_z, off_h,"] if tma else []),
         "    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, HEAD_DIM: tl.constexpr,",
         "    HEAD_DIM_V: tl.constexpr, MASKED: tl.constexpr,",
         "):",
@@ -93,7 +103,7 @@ def _inner_function(ident: str, *, k_cast: str, v_cast: str, qk_precision: str, 
     ]
 
 
-def _kernel(ident: str, group: Group, *, q_cast: str) -> list[str]:
+def _kernel(ident: str, group: Group, *, q_cast: str, tma: bool = False) -> list[str]:
     """One program per (batch * head, BLOCK_M query rows): its q tile, the two runs of the inner loop (the key
     blocks every row sees whole, then the masked ones), the normalisation and the store."""
     d = group.detail
@@ -124,6 +134,7 @@ def _kernel(ident: str, group: Group, *, q_cast: str) -> list[str]:
     if d["out_dtype"] != d["core_dtype"]:
         out_value += f".to({_tl(d['out_dtype'])})"  # rounded as the reference rounds: its dtype, then the cast
     inner_args = "q, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_m"
+    tail = ", off_z, off_h" if tma else ""
     constants = "BLOCK_N, BLOCK_D, BLOCK_DV, HEAD_DIM, HEAD_DIM_V"
     body = [
         '"""One program per (batch * head, BLOCK_M query rows): FlashAttention-2\'s forward pass."""',
@@ -132,25 +143,27 @@ def _kernel(ident: str, group: Group, *, q_cast: str) -> list[str]:
         *order,
         "off_z = off_zh // n_heads",
         "off_h = off_zh % n_heads",
-        "Q += off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh",
-        "K += off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh",
-        "V += off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh",
+        *([] if tma else ["Q += off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh",
+                          "K += off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh",
+                          "V += off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh"]),
         "Out += off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh",
         "",
         "offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "offs_d = tl.arange(0, BLOCK_D)",
         "offs_dv = tl.arange(0, BLOCK_DV)",
-        "q_mask = (offs_m[:, None] < seq_q) & (offs_d[None, :] < HEAD_DIM)",
-        f"q = tl.load(Q + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=q_mask, other=0.0){q_cast}",
+        *([f"q = Q.load([off_z, off_h, start_m * BLOCK_M, 0]).reshape(BLOCK_M, BLOCK_D){q_cast}"] if tma else [
+            "q_mask = (offs_m[:, None] < seq_q) & (offs_d[None, :] < HEAD_DIM)",
+            f"q = tl.load(Q + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=q_mask, other=0.0)"
+            f"{q_cast}"]),
         'm_i = tl.full([BLOCK_M], float("-inf"), tl.float32)',
         "l_i = tl.zeros([BLOCK_M], tl.float32)",
         "acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)",
         *bounds,
         f"acc, l_i, m_i = {ident}_inner(",
-        f"    acc, l_i, m_i, {inner_args}, 0, full_end, seq_k, qk_scale,",
+        f"    acc, l_i, m_i, {inner_args}, 0, full_end, seq_k, qk_scale{tail},",
         f"    {constants}, MASKED=False)",
         f"acc, l_i, m_i = {ident}_inner(",
-        f"    acc, l_i, m_i, {inner_args}, full_end, hi, seq_k, qk_scale,",
+        f"    acc, l_i, m_i, {inner_args}, full_end, hi, seq_k, qk_scale{tail},",
         f"    {constants}, MASKED=True)",
         finish,
         "o_mask = (offs_m[:, None] < seq_q) & (offs_dv[None, :] < HEAD_DIM_V)",
@@ -211,8 +224,20 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str) -> 
         lines.append(f"    scale = {d['scale']!r}")
     block_m, block_n = config["BLOCK_M"], config["BLOCK_N"]
     lines.append(f"    grid = (triton.cdiv(seq_q, {block_m}) * q_view.shape[0] * q_view.shape[1],)")
+    tensors = "q_view, k_view, v_view"
+    if config.get("variant", "pointer") == "tma":
+        tensors = "q_desc, k_desc, v_desc"
+        lines += [
+            "    from triton.tools.tensor_descriptor import TensorDescriptor",
+            "    block_d = max(16, triton.next_power_of_2(head_dim))",
+            "    block_dv = max(16, triton.next_power_of_2(head_dim_v))",
+            f"    q_view, k_view, v_view = ({ident}_tma_ready(t) for t in (q_view, k_view, v_view))",
+            f"    q_desc = TensorDescriptor.from_tensor(q_view, [1, 1, {block_m}, block_d])",
+            f"    k_desc = TensorDescriptor.from_tensor(k_view, [1, 1, {block_n}, block_d])",
+            f"    v_desc = TensorDescriptor.from_tensor(v_view, [1, 1, {block_n}, block_dv])",
+        ]
     lines.append(f"    {ident}_kernel[grid](")
-    lines.append("        q_view, k_view, v_view, o_view, *q_view.stride(), *k_view.stride(), *v_view.stride(), "
+    lines.append(f"        {tensors}, o_view, *q_view.stride(), *k_view.stride(), *v_view.stride(), "
                  "*o_view.stride(),")
     lines.append(f"        q_view.shape[1], seq_q, seq_k, scale * {LOG2E!r},")
     lines.append(f"        BLOCK_M={block_m}, BLOCK_N={block_n}, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),")
@@ -221,6 +246,18 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str) -> 
     lines.append(f"        num_warps={config['num_warps']}, num_stages={config['num_stages']})")
     lines.append("    return (out,)")
     return lines
+
+
+_TMA_READY = '''\
+def {ident}_tma_ready(t):
+    """``t`` as a tensor-descriptor base: unit stride last, the others positive multiples of 16 bytes, a 16-byte
+    aligned start; else a copy (a broadcast batch materialised, rows padded to 16 bytes, the pad never read)."""
+    step = 16 // t.element_size()
+    if (t.stride(-1) == 1 and t.storage_offset() % step == 0
+            and all(s > 0 and s % step == 0 for s in t.stride()[:-1])):
+        return t
+    rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
+    return rows[..., : t.shape[-1]].copy_(t)'''
 
 
 def _notes(group: Group) -> tuple[str, ...]:
