@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Nsight Compute evidence for rows of the benchmark table, in one device call: for each problem named, its latest
+# verified winner is taken from the run database (benchmarks/results/bench-h200.sqlite) and run under ncu through
+# `kernelwright inspect --executed --json` (DRAM / tensor-pipe throughput, occupancy, L1/L2 hit rates, spills):
+#   bash scripts/gpu_ncu.sh SECONDS_EACH PROBLEM.py [PROBLEM.py ...]
+# Writes $OUT/ncu-NAME.json (and .log) as each finishes; $OUT/ncu-summary.txt has one line a kernel.
+set -u
+cd "$(dirname "$0")/.."
+each=${1:?seconds a problem}; shift
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
+out="${OUT:-/tmp/gpu-ncu-out}"
+mkdir -p "$out" /tmp/kw-ncu
+for problem in "$@"; do
+  name=$(basename "$problem" .py)
+  # The winner: the candidate of the problem's latest run whose verdict passed.
+  python3 - "$name" "/tmp/kw-ncu/$name.py" <<'PY' || { echo "$name: no verified winner in the database" >>"$out/ncu-summary.txt"; continue; }
+import sqlite3, sys
+from pathlib import Path
+db = sqlite3.connect("benchmarks/results/bench-h200.sqlite")
+row = db.execute("""select c.source from runs r join problems p on p.id = r.problem_id join candidates c on c.run_id = r.id
+                    join verdicts v on v.id = c.verdict_id where p.name = ? and v.status = 'passed'
+                    order by r.id desc, v.median_ms limit 1""", (sys.argv[1],)).fetchone()
+if row is None:
+    sys.exit(1)
+Path(sys.argv[2]).write_text(row[0])
+PY
+  timeout --signal=INT --kill-after=20 "$each" python3 -m kernelwright inspect "/tmp/kw-ncu/$name.py" \
+    --problem "$problem" --executed --json >"$out/ncu-$name.json" 2>"$out/ncu-$name.log"
+  echo "== $name: exit $?" >>"$out/ncu-summary.txt"
+  python3 - "$out/ncu-$name.json" >>"$out/ncu-summary.txt" 2>&1 <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+for k in (data.get("executed") or {}).get("kernels", []):
+    keep = {key: k.get(key) for key in ("name", "grid", "block", "duration_ns", "dram_throughput_pct",
+                                         "tensor_pipe_pct", "achieved_occupancy_pct", "l1_hit_pct", "l2_hit_pct",
+                                         "dram_bytes", "spill_instructions")}
+    print("  ", json.dumps(keep))
+for f in (data.get("executed") or {}).get("findings", []):
+    print("   finding:", json.dumps(f)[:300])
+PY
+done
+cat "$out/ncu-summary.txt"
