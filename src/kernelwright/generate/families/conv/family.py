@@ -46,20 +46,23 @@ class ConvFamily:
             configs += [{"variant": "direct", "BLOCK": 1024, "num_warps": 4},
                         {"variant": "direct", "BLOCK": 256, "num_warps": 2},
                         {"variant": "direct", "BLOCK": 2048, "num_warps": 8}]
-        if (dtype != torch.float32 and has_tma(arch) and not group_roles.transposed and group_roles.groups == 1
-                and all(st == 1 for st in group_roles.stride)):
-            # Stride 1: a tap's input pixels for a tile of output pixels are one box of the channels-last input,
-            # so TMA fetches the A tiles (zero-filling the padding) and the K loop has no address arithmetic or
-            # masks. Leads until timed on the H200; the tuner weighs them against cuDNN and the pointer kernel.
-            configs += [{"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8,
-                         "num_stages": 3, "precision": "half"},
-                        {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4,
-                         "num_stages": 4, "precision": "half"}]
         if group_roles.bn is not None or group_roles.pointwise:
             # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
             # Not for a bias alone: the library's convolution would then do all the reference does (the verifier
             # rejects that as no-own-kernel).
             configs.append({"variant": "library", "BLOCK": 1024, "num_warps": 4})
+        if (dtype != torch.float32 and has_tma(arch) and not group_roles.transposed and group_roles.groups == 1
+                and all(st == 1 for st in group_roles.stride)):
+            # Stride 1: a tap's input pixels for a tile of output pixels are one box of the channels-last input,
+            # so TMA fetches the A tiles (zero-filling the padding) and the K loop has no address arithmetic or
+            # masks. Measured (kernelwright bench, run 39, H200, 2026-12-03; conv2d_bn_relu_bf16, 32 x 128 x 64 x 64,
+            # 3 x 3): TMA 0.2217 / 0.2186 ms (the two tiles below), the pointer implicit GEMM 0.2158-0.2759, cuDNN
+            # with our epilogue pass 0.1507 — about 180 TFLOP/s, a third of the GEMM template's rate: not yet
+            # understood (the 4-D box reshaped for the dot is the first suspect). After the library variant.
+            configs += [{"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8,
+                         "num_stages": 3, "precision": "half"},
+                        {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4,
+                         "num_stages": 4, "precision": "half"}]
         if dtype == torch.float32:
             precision = "tf32" if policy.allow_tf32 else "ieee"
             # fp32 IEEE dots run on the FMA units: modest tiles keep the accumulator and operands in registers.

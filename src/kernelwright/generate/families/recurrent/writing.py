@@ -80,19 +80,27 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
     return Rendered(source=source, launcher=ident, notes=notes)
 
 
+# The largest hidden size whose W_hh block (gates x BLOCK_H x H fp32) is kept in registers: 4 x 16 x 512 floats
+# over 8 warps is 128 a thread.
+_RESIDENT_MAX_H = 512
+
+
 def _scan_kernel(rnn: Recurrent, ident: str, precision: str) -> str:
     q = range(rnn.gates)
     lines = [
         '@triton.jit(do_not_specialize=["NSPLIT"])  # 1 on the CPU: the barrier compiled all the same',
         f"def {ident}_scan_kernel(proj_ptr, whh_ptr, bhh_ptr, h_ptr, c_ptr, out_ptr, bar_ptr, T, B, H, sot, sob,",
         "                         swd, swg, swk, sbd, NSPLIT, HAS_BIAS: tl.constexpr,",
-        "                         BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):",
+        "                         BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,",
+        "                         RESIDENT: tl.constexpr, KFULL: tl.constexpr):",
         '    """One layer over every time step: program (i, j, d) owns batch rows [i * BLOCK_B, ...) of direction d',
         "    (1: reversed time) and hidden blocks j, j + NSPLIT, ... of them. h_ptr holds each direction's state",
         "    twice (step s reads slot s % 2, writes the other), c_ptr the LSTM's cell state (updated in place by its",
         "    owner); each step's hidden state also goes to out[t, b, d * H + j]. With NSPLIT > 1 the NSPLIT programs",
         "    of a batch block and direction meet at a barrier after every step (a counter in bar_ptr): the launcher",
-        '    makes NSPLIT > 1 only where every program of the grid is resident at once (one an SM at most)."""',
+        "    makes NSPLIT > 1 only where every program of the grid is resident at once (one an SM at most).",
+        "    RESIDENT: the program owns one hidden block (NSPLIT * BLOCK_H >= H), whose W_hh rows of every gate",
+        '    (KFULL >= H columns) it loads once and keeps in registers for all the steps."""',
         "    pid_b = tl.program_id(0)",
         "    d = tl.program_id(2)",
         "    rb = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)",
@@ -105,6 +113,12 @@ def _scan_kernel(rnn: Recurrent, ident: str, precision: str) -> str:
         "    c_ptr += d.to(tl.int64) * B * H",
         "    bar = bar_ptr + d * tl.num_programs(0) + pid_b",
         "    col0 = d * H",
+        "    if RESIDENT:",
+        "        rj = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)",
+        "        rk = tl.arange(0, KFULL)",
+        "        w_mask = (rj[None, :] < H) & (rk[:, None] < H)",
+        *(f"        w_{g} = tl.load(whh + ({g} * H + rj[None, :]).to(tl.int64) * swg + rk[:, None].to(tl.int64) * swk,"
+          f"\n                      mask=w_mask, other=0.0).to(tl.float32)" for g in q),
         "    for s in range(T):",
         "        t = s + d * (T - 1 - 2 * s)  # direction 1 walks time backwards",
         "        h_cur = h_dir + (s % 2) * B * H",
@@ -113,19 +127,25 @@ def _scan_kernel(rnn: Recurrent, ident: str, precision: str) -> str:
         "            rj = j0 + tl.arange(0, BLOCK_H)",
         "            mask_j = rj < H",
         "            mask = mask_b[:, None] & mask_j[None, :]",
-        *(f"            acc_{g} = tl.zeros((BLOCK_B, BLOCK_H), dtype=tl.float32)" for g in q),
-        "            for k0 in range(0, H, BLOCK_K):",
-        "                rk = k0 + tl.arange(0, BLOCK_K)",
-        "                mask_k = rk < H",
-        "                # Written by other programs of this step's barrier: read from L2, not a stale L1 line.",
+        "            # The previous state: written by other programs of this step's barrier, so read from L2, not a",
+        "            # stale L1 line.",
+        "            if RESIDENT:",
         "                h = tl.load(h_cur + rb[:, None].to(tl.int64) * H + rk[None, :],",
-        '                            mask=mask_b[:, None] & mask_k[None, :], other=0.0, cache_modifier=".cg")',
+        '                            mask=mask_b[:, None] & (rk[None, :] < H), other=0.0, cache_modifier=".cg")',
+        *(f"                acc_{g} = tl.dot(h, w_{g}{precision})" for g in q),
+        "            else:",
+        *(f"                acc_{g} = tl.zeros((BLOCK_B, BLOCK_H), dtype=tl.float32)" for g in q),
+        "                for k0 in range(0, H, BLOCK_K):",
+        "                    rk = k0 + tl.arange(0, BLOCK_K)",
+        "                    mask_k = rk < H",
+        "                    h = tl.load(h_cur + rb[:, None].to(tl.int64) * H + rk[None, :],",
+        '                                mask=mask_b[:, None] & mask_k[None, :], other=0.0, cache_modifier=".cg")',
     ]
     for g in q:
-        lines += [f"                w = tl.load(whh + ({g} * H + rj[None, :]).to(tl.int64) * swg "
+        lines += [f"                    w = tl.load(whh + ({g} * H + rj[None, :]).to(tl.int64) * swg "
                   "+ rk[:, None].to(tl.int64) * swk,",
-                  "                            mask=mask_j[None, :] & mask_k[:, None], other=0.0).to(tl.float32)",
-                  f"                acc_{g} = tl.dot(h, w, acc=acc_{g}{precision})"]
+                  "                                mask=mask_j[None, :] & mask_k[:, None], other=0.0).to(tl.float32)",
+                  f"                    acc_{g} = tl.dot(h, w, acc=acc_{g}{precision})"]
     lines.append("            row = (t * B + rb[:, None]).to(tl.int64) * G + rj[None, :]")
     for g in q:
         lines += [f"            pre_{g} = tl.load(proj + row + {g} * H, mask=mask, other=0.0)",
@@ -183,6 +203,7 @@ def _state(rnn: Recurrent, name: str | None) -> str:
 def _launcher(graph: ProblemGraph, group: Group, rnn: Recurrent, config: Config, ident: str) -> str:
     bb, bh, bk, warps = config["BLOCK_B"], config["BLOCK_H"], config["BLOCK_K"], config["num_warps"]
     split = bool(config.get("split", False))
+    resident = bool(config.get("resident", False))
     lstm = rnn.cell == "lstm"
     params = "[" + ", ".join(rnn.params) + "]"
     per = 4 if rnn.has_biases else 2
@@ -212,6 +233,8 @@ def _launcher(graph: ProblemGraph, group: Group, rnn: Recurrent, config: Config,
         *(["    c_n = torch.empty_like(c_0)"] if lstm and 2 in wanted else []),
         f"    blocks = triton.cdiv(B, {bb})",
         f"    nsplit = {ident}_nsplit(dev, triton.cdiv(H, {bh}), blocks * D) if {split} else 1",
+        "    # W_hh's block kept in registers where a program owns one hidden block (and H fits in one dot).",
+        f"    resident = {resident} and nsplit * {bh} >= H and H <= {_RESIDENT_MAX_H}",
         "    layer_in = x_in",
         f"    for layer in range({rnn.layers}):",
         f"        shape = (B, T, D * H) if {rnn.batch_first} else (T, B, D * H)",
@@ -242,7 +265,8 @@ def _launcher(graph: ProblemGraph, group: Group, rnn: Recurrent, config: Config,
         f"        {ident}_scan_kernel[(blocks, nsplit, D)](",
         "            proj, w_hh, b_hh, state, cell, out, bar, T, B, H, sot, sob,",
         "            w_hh.stride(0), w_hh.stride(1), w_hh.stride(2), b_hh.stride(0), nsplit,",
-        f"            HAS_BIAS={rnn.has_biases}, BLOCK_B={bb}, BLOCK_H={bh}, BLOCK_K={bk}, num_warps={warps})",
+        f"            HAS_BIAS={rnn.has_biases}, BLOCK_B={bb}, BLOCK_H={bh}, BLOCK_K={bk}, RESIDENT=resident,",
+        f"            KFULL=max(16, triton.next_power_of_2(H)), num_warps={warps})",
         "        h_n[layer * D:(layer + 1) * D].copy_(state[:, T % 2])",
         *(["        c_n[layer * D:(layer + 1) * D].copy_(cell)"] if lstm and 2 in wanted else []),
         "        layer_in = out",
