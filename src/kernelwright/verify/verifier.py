@@ -598,7 +598,10 @@ class _Verification:
         variants, reused = plan_baselines(self.opts, self.judge)
         if not variants:
             self.ceilings = cached_ceilings(self.device_facts.get("name")) or self.ceilings
-            return dict(reused)
+            if self.ceilings or not str(self.device).startswith("cuda"):
+                return dict(reused)
+            # Every baseline reused, but this machine has not measured its ceilings yet (a fresh GPU machine: run
+            # 38's and 39's rows had no floor): the baseline job runs for the calibration alone.
         spec = protocol.BaselineSpec(
             problem=str(self.problem.path), device=self.device, init_seed=self.seed, shared_dir=str(self.shared),
             input_sets=tuple(range(n_sets)), policy=self.opts.policy, variants=tuple(variants),
