@@ -62,7 +62,14 @@ class ConvFamily:
             configs += [{"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8,
                          "num_stages": 3, "precision": "half"},
                         {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4,
-                         "num_stages": 4, "precision": "half"}]
+                         "num_stages": 4, "precision": "half"},
+                        # 64 output pixels a tile: a box of one row ([1, 1, 64, BLOCK_K]) — one non-unit dimension
+                        # before the channels, as the batched GEMM's fast rank-3 boxes — against the two of the
+                        # 128-pixel tiles' [1, 2, 64, BLOCK_K] (64-wide images). Leads, not yet timed.
+                        {"variant": "tma", "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4,
+                         "num_stages": 4, "precision": "half"},
+                        {"variant": "tma", "BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8,
+                         "num_stages": 3, "precision": "half"}]
         if dtype == torch.float32:
             precision = "tf32" if policy.allow_tf32 else "ieee"
             # fp32 IEEE dots run on the FMA units: modest tiles keep the accumulator and operands in registers.
