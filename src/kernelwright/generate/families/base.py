@@ -90,6 +90,25 @@ def has_tma(arch: str) -> bool:
         return False
 
 
+# Generated source (format with ident=...): ``{ident}_sm_count(device)``, the CUDA device's multiprocessors (cached;
+# 132 where fake CUDA tensors trace on a build without CUDA), ``cpu`` for the interpreter's devices — the size of a
+# persistent grid or of a grid whose programs must all be resident at once.
+SM_COUNT_SOURCE = '''\
+{ident}_sm_counts = {{}}
+
+
+def {ident}_sm_count(device, cpu):
+    """The device's multiprocessors (a persistent or all-resident grid's size); ``cpu`` for the interpreter."""
+    if device.type != "cuda":
+        return cpu
+    if device.index not in {ident}_sm_counts:
+        try:
+            {ident}_sm_counts[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+        except (AssertionError, RuntimeError):  # fake CUDA tensors on a build without CUDA (tracing)
+            return 132
+    return {ident}_sm_counts[device.index]'''
+
+
 def graph_node(graph: ProblemGraph, name: str) -> Node | None:
     """The node that computes ``name``; None for a placeholder (an input, a parameter)."""
     try:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import Config, Group, Rendered, load_line
+from kernelwright.generate.families.base import SM_COUNT_SOURCE, Config, Group, Rendered, load_line
 from kernelwright.generate.families.gemm.matching import GLUE_RESHAPES
 from kernelwright.generate.families.gemm.model import Atom, Dim, GemmPlan, Operand, dim_size
 from kernelwright.generate.graph import ProblemGraph
@@ -127,7 +127,8 @@ class _Writer:
             lines += [f"    {line}" for line in (*self.main_loop(), *self.epilogue())]
         lines += ["", "", *_ALIGNED.format(ident=self.ident).splitlines(), "", ""]
         if tma:
-            lines += [*_TMA_READY.format(ident=self.ident).splitlines(), "", ""]
+            lines += [*_TMA_READY.format(ident=self.ident).splitlines(), "", "",
+                      *SM_COUNT_SOURCE.format(ident=self.ident).splitlines(), "", ""]
         lines += self.launcher(kernel, tma)
         dot = cfg["precision"] if plan.a.dtype == torch.float32 else str(plan.a.dtype).removeprefix("torch.")
         notes = (f"{plan.anchor}: {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} tiles, {dot} dot"
@@ -434,7 +435,7 @@ class _Writer:
             f"    b_box = [{one}{bn}, {bk}] if b_t else [{one}{bk}, {bn}]",
             f"    a_desc = TensorDescriptor.from_tensor({a}.mT if a_t else {a}, a_box)",
             f"    b_desc = TensorDescriptor.from_tensor({b}.mT if b_t else {b}, b_box)",
-            f"    programs = max(1, min({count}, {self.ident}_sm_count({a}.device)))",
+            f"    programs = max(1, min({count}, {self.ident}_sm_count({a}.device, 4)))",
             f"    {kernel}[(programs,)](",
             *_wrap(["a_desc", "b_desc", *operand_args, m, n, k, *([batch] if plan.batched else []), "programs",
                     *stride_args], "        "),
@@ -462,21 +463,7 @@ def {ident}_tma_ready(t):
         return t, True
     rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
     return rows[..., : t.shape[-1]].copy_(t), False
-
-
-{ident}_sm_counts = {{}}
-
-
-def {ident}_sm_count(device):
-    """The device's multiprocessors (a persistent grid's size); 4 for the CPU's interpreter."""
-    if device.type != "cuda":
-        return 4
-    if device.index not in {ident}_sm_counts:
-        try:
-            {ident}_sm_counts[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
-        except (AssertionError, RuntimeError):  # fake CUDA tensors on a build without CUDA (tracing)
-            return 132
-    return {ident}_sm_counts[device.index]'''
+'''
 
 
 def _term(coefficient: int, index: str, cast: str, broadcast: str) -> str:

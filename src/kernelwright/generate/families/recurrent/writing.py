@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import Config, Group, Rendered
+from kernelwright.generate.families.base import SM_COUNT_SOURCE, Config, Group, Rendered
 from kernelwright.generate.families.recurrent.matching import Recurrent
 from kernelwright.generate.graph import ProblemGraph
 
@@ -73,7 +73,8 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
     source = _PROJ.format(ident=ident, precision=precision, tanh=expr._tanh("x"))
     # The scan's dot is of fp32 states: IEEE always (TF32 would round the state every step).
     source += "\n\n" + _scan_kernel(rnn, ident, ', input_precision="ieee"')
-    source += "\n\n" + _NSPLIT.format(ident=ident) + "\n\n" + _launcher(graph, group, rnn, config, ident)
+    source += "\n\n" + SM_COUNT_SOURCE.format(ident=ident) + "\n\n\n" + _NSPLIT.format(ident=ident)
+    source += "\n\n" + _launcher(graph, group, rnn, config, ident)
     directions = "bidirectional " if rnn.directions == 2 else ""
     notes = (f"{rnn.node}: {rnn.layers}-layer {directions}{rnn.cell} as a scan over time, "
              f"{config['BLOCK_B']} batch rows a program",)
@@ -173,21 +174,13 @@ def _scan_kernel(rnn: Recurrent, ident: str, precision: str) -> str:
 
 
 _NSPLIT = '''\
-{ident}_sm_counts = {{}}
-
-
 def {ident}_nsplit(device, blocks_h, programs):
     """Programs to share a batch block's hidden units: as many as its hidden blocks, while the whole grid (they
     wait for each other every step) fits one program an SM. 1 on the CPU, whose interpreter runs programs one
     after another."""
     if device.type != "cuda":
         return 1
-    if device.index not in {ident}_sm_counts:
-        try:
-            {ident}_sm_counts[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
-        except (AssertionError, RuntimeError):  # fake CUDA tensors on a build without CUDA (tracing)
-            return 132
-    return max(1, min(blocks_h, {ident}_sm_counts[device.index] // programs))
+    return max(1, min(blocks_h, {ident}_sm_count(device, 1) // programs))
 '''
 
 
