@@ -115,6 +115,26 @@ def test_transposed_input_and_one_dimensional_scan(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+def test_permuted_rank4_input_indexes_every_outer_dimension(check) -> None:
+    # A [2, 3, 4, 5] permuted view scanned along its last dim: the row index splits over three outer dimensions,
+    # (rows // (size_2 * size_1)) for the first — written without the parentheses it read out of bounds (level 3's
+    # Mamba2, whose A parameter is scanned this way); a second scan along dim 1 splits the inner index too.
+    plan, verdict = check("scan_rank4", """
+        class Model(nn.Module):
+            def forward(self, x):
+                y = x.permute(0, 3, 1, 2)
+                return torch.cumsum(y, dim=-1), torch.cumsum(y, dim=1)
+
+        def get_inputs():
+            return [torch.randn(3, 4, 6, 5)]
+
+        def get_init_inputs():
+            return []
+    """, distribution_trials=False)
+    assert _families(plan).count("scan") == 2
+    assert verdict.status is Status.PASSED, verdict.message
+
+
 def test_reverse_scans_from_flips_rows_and_columns(check) -> None:
     # flip(cumsum(flip(x, [d]), d), [d]) — KernelBench's reverse cumsum — is one scan walking the dimension from its
     # end (the flips are never materialised): along the last dimension over three tiles (1,100 columns in config 4's

@@ -50,7 +50,9 @@ class _Writer:
                     quotient = f"({flat} // {divisor})" if divisor else flat
                     # The first dimension of a range needs no modulo: the flat index is below the range's size.
                     lines.append(f"idx_{d} = {quotient}" + ("" if d == dims[0] else f" % size_{d}"))
-                divisor = f"size_{d}" if not divisor else f"{divisor} * size_{d}"
+                # Parenthesised: "rows // (size_2 * size_1)", not "rows // size_2 * size_1" (level 3's Mamba2
+                # read out of bounds through that, 2026-12-03).
+                divisor = f"size_{d}" if not divisor else f"({divisor.strip('()')} * size_{d})"
         return lines
 
     def _base(self, v: str, flat_base: str) -> tuple[str, str]:
