@@ -27,14 +27,15 @@ class RecurrentFamily:
         # program holding its W_hh block in registers for every step (no W_hh loads in the time loop).
         # Measured (kernelwright bench, run 39, H200, 2026-12-03; level 3 36_LSTMHn: batch 10, 512 steps, hidden
         # 256, 6 layers): split BLOCK_H 16 61.9 ms, BLOCK_H 32 116.1 ms (cuDNN: 34.8 ms) — more programs a step
-        # win, so the narrowest block leads; resident not yet timed.
+        # win, so the narrowest block leads. Resident (8 warps) 112.1 ms (family_sweep, run 40): W_hh's block in
+        # registers did not pay, so it follows the split ones.
         resident = [{"BLOCK_B": 16, "BLOCK_H": 16, "BLOCK_K": 64, "num_warps": w, "split": True, "resident": True}
                     for w in (8, 4)]
         split = [{"BLOCK_B": 16, "BLOCK_H": bh, "BLOCK_K": bk, "num_warps": w, "split": True}
                  for bh, bk, w in ((16, 64, 4), (16, 128, 4), (32, 64, 4))]
         whole = [{"BLOCK_B": 16, "BLOCK_H": bh, "BLOCK_K": bk, "num_warps": w, "split": False}
                  for bh, bk, w in ((64, 64, 4), (128, 32, 8))]
-        return [*resident, *split, *whole]
+        return [*split, *resident, *whole]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
         return write(graph, group, config, ident)
