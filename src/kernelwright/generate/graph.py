@@ -210,13 +210,12 @@ def _export(model: torch.nn.Module, args: list[Any]) -> tuple[Any, bool]:
     recurrent = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # export's own deprecation notices are not the user's business
-        try:
-            if recurrent:
-                raise ValueError("a recurrent layer: exported with static shapes")
-            return (torch.export.export(model, tuple(args), dynamic_shapes=dynamic)
-                    .run_decompositions(_decompositions()), True)
-        except Exception as exc:
-            log.info("dynamic export failed (%s: %s); exporting with static shapes", type(exc).__name__, exc)
+        if not recurrent:
+            try:
+                return (torch.export.export(model, tuple(args), dynamic_shapes=dynamic)
+                        .run_decompositions(_decompositions()), True)
+            except Exception as exc:
+                log.info("dynamic export failed (%s: %s); exporting with static shapes", type(exc).__name__, exc)
         # Fresh tensors: the failed dynamic attempt leaves its marks on the inputs, and a static export of the same
         # tensors fails the same way (level 3 `19_MobileNetV1`, torch 2.13).
         fresh = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)

@@ -9,6 +9,7 @@ fallback for unclaimed nodes into one readable ``ModelNew`` file.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -90,9 +91,9 @@ def has_tma(arch: str) -> bool:
         return False
 
 
-# Generated source (format with ident=...): ``{ident}_sm_count(device)``, the CUDA device's multiprocessors (cached;
-# 132 where fake CUDA tensors trace on a build without CUDA), ``cpu`` for the interpreter's devices — the size of a
-# persistent grid or of a grid whose programs must all be resident at once.
+# Generated source (format with ident=...): ``{ident}_sm_count(device, cpu)``, the CUDA device's multiprocessors
+# (cached; 132 where fake CUDA tensors trace on a build without CUDA), ``cpu`` for the interpreter's devices — the
+# size of a persistent grid or of a grid whose programs must all be resident at once.
 SM_COUNT_SOURCE = '''\
 {ident}_sm_counts = {{}}
 
@@ -107,6 +108,40 @@ def {ident}_sm_count(device, cpu):
         except (AssertionError, RuntimeError):  # fake CUDA tensors on a build without CUDA (tracing)
             return 132
     return {ident}_sm_counts[device.index]'''
+
+
+# Generated source (format with ident=...): ``{ident}_tma_ready(t, transposed_ok=False)`` -> (view, transposed), a
+# tensor fit to be a TMA descriptor's base — the GEMM's operands (which may be read through their transpose) and
+# attention's q, k, v.
+TMA_READY_SOURCE = '''\
+def {ident}_tma_ready(t, transposed_ok=False):
+    """``(view, transposed)``: ``t`` as a tensor-descriptor base — unit stride last, every other stride a positive
+    multiple of 16 bytes, 16-byte aligned start — read in place where it (or, with ``transposed_ok``, its last two
+    dimensions swapped) is one; else a copy with rows padded to 16 bytes (a broadcast dimension materialised; the
+    pad never read: the descriptor's shape is the tensor's)."""
+    step = 16 // t.element_size()
+
+    def ready(v):
+        return (v.stride(-1) == 1 and v.storage_offset() % step == 0
+                and all(s > 0 and s % step == 0 for s in v.stride()[:-1]))
+
+    if ready(t):
+        return t, False
+    if transposed_ok and ready(t.mT):
+        return t, True
+    rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
+    return rows[..., : t.shape[-1]].copy_(t), False'''
+
+
+def getitem_items(graph: ProblemGraph, node: Node, claimed: set[str]) -> tuple[tuple[int, str], ...] | None:
+    """``(index, name)`` of every ``operator.getitem`` of a multi-output node (a batch norm's, a recurrent layer's),
+    sorted; None where the node has a consumer of another kind, a claimed one, or none."""
+    items = []
+    for user in graph.consumers(node.name):
+        if user.target is not operator.getitem or user.name in claimed or not isinstance(user.args[1], int):
+            return None
+        items.append((user.args[1], user.name))
+    return tuple(sorted(items)) or None
 
 
 def graph_node(graph: ProblemGraph, name: str) -> Node | None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import Config, Group, Rendered
+from kernelwright.generate.families.base import TMA_READY_SOURCE, Config, Group, Rendered
 from kernelwright.generate.graph import ProblemGraph
 
 LOG2E = 1.4426950408889634
@@ -29,7 +29,7 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
                             pv_precision=_precision_arg(v_dtype, config), p_dtype=_tl(v_dtype), causal=d["causal"],
                             tma=tma)
     kernel = _kernel(ident, group, q_cast=cast("q", qk_dtype), tma=tma)
-    ready = [*_TMA_READY.format(ident=ident).splitlines(), "", ""] if tma else []
+    ready = [*TMA_READY_SOURCE.format(ident=ident).splitlines(), "", ""] if tma else []
     source = "\n".join([*inner, "", "", *kernel, "", "", *ready, *_launcher(graph, group, config, ident)])
     notes = _notes(group) + (("q, k and v through TMA descriptors",) if tma else ())
     return Rendered(source=source, launcher=ident, notes=notes)
@@ -231,7 +231,7 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str) -> 
             "    from triton.tools.tensor_descriptor import TensorDescriptor",
             "    block_d = max(16, triton.next_power_of_2(head_dim))",
             "    block_dv = max(16, triton.next_power_of_2(head_dim_v))",
-            f"    q_view, k_view, v_view = ({ident}_tma_ready(t) for t in (q_view, k_view, v_view))",
+            f"    q_view, k_view, v_view = ({ident}_tma_ready(t)[0] for t in (q_view, k_view, v_view))",
             f"    q_desc = TensorDescriptor.from_tensor(q_view, [1, 1, {block_m}, block_d])",
             f"    k_desc = TensorDescriptor.from_tensor(k_view, [1, 1, {block_n}, block_d])",
             f"    v_desc = TensorDescriptor.from_tensor(v_view, [1, 1, {block_n}, block_dv])",
@@ -246,18 +246,6 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str) -> 
     lines.append(f"        num_warps={config['num_warps']}, num_stages={config['num_stages']})")
     lines.append("    return (out,)")
     return lines
-
-
-_TMA_READY = '''\
-def {ident}_tma_ready(t):
-    """``t`` as a tensor-descriptor base: unit stride last, the others positive multiples of 16 bytes, a 16-byte
-    aligned start; else a copy (a broadcast batch materialised, rows padded to 16 bytes, the pad never read)."""
-    step = 16 // t.element_size()
-    if (t.stride(-1) == 1 and t.storage_offset() % step == 0
-            and all(s > 0 and s % step == 0 for s in t.stride()[:-1])):
-        return t
-    rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
-    return rows[..., : t.shape[-1]].copy_(t)'''
 
 
 def _notes(group: Group) -> tuple[str, ...]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import torch
 
+from kernelwright.generate.families.base import getitem_items
 from kernelwright.generate.graph import Node, ProblemGraph, Ref
 
 _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -67,12 +67,8 @@ def match_batch_norm(graph: ProblemGraph, node: Node, claimed: set[str]) -> Batc
         return None
     if node.op == WITH_RUNNING and (names[3] is None or names[4] is None):
         return None
-    items = []
-    for user in graph.consumers(node.name):
-        if user.target is not operator.getitem or user.name in claimed or not isinstance(user.args[1], int):
-            return None
-        items.append((user.args[1], user.name))
-    if not items:
+    items = getitem_items(graph, node, claimed)
+    if items is None:
         return None
     return BatchNorm(node=node.name, x=names[0], weight=names[1], bias=names[2], running_mean=names[3],
-                     running_var=names[4], momentum=float(momentum), eps=float(eps), items=tuple(sorted(items)))
+                     running_var=names[4], momentum=float(momentum), eps=float(eps), items=items)

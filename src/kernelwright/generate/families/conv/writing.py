@@ -432,7 +432,6 @@ class _Renderer:
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return src
 
-
     # -- variant (c): implicit GEMM fed by the tensor-memory accelerator (stride 1, one group, half types) --------
     def tma_gemm(self) -> Rendered:
         """A stride-1 convolution as an implicit GEMM whose A tiles are boxes of the channels-last input, one per

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import SM_COUNT_SOURCE, Config, Group, Rendered, load_line
+from kernelwright.generate.families.base import (
+    SM_COUNT_SOURCE,
+    TMA_READY_SOURCE,
+    Config,
+    Group,
+    Rendered,
+    load_line,
+)
 from kernelwright.generate.families.gemm.matching import GLUE_RESHAPES
 from kernelwright.generate.families.gemm.model import Atom, Dim, GemmPlan, Operand, dim_size
 from kernelwright.generate.graph import ProblemGraph
@@ -127,7 +134,7 @@ class _Writer:
             lines += [f"    {line}" for line in (*self.main_loop(), *self.epilogue())]
         lines += ["", "", *_ALIGNED.format(ident=self.ident).splitlines(), "", ""]
         if tma:
-            lines += [*_TMA_READY.format(ident=self.ident).splitlines(), "", "",
+            lines += [*TMA_READY_SOURCE.format(ident=self.ident).splitlines(), "", "",
                       *SM_COUNT_SOURCE.format(ident=self.ident).splitlines(), "", ""]
         lines += self.launcher(kernel, tma)
         dot = cfg["precision"] if plan.a.dtype == torch.float32 else str(plan.a.dtype).removeprefix("torch.")
@@ -356,8 +363,8 @@ class _Writer:
                       f"    {n} = {b}.shape[1]",
                       f'    assert {b}.shape[0] == {k}, "mm: the inner dimensions differ"']
         if tma:  # descriptors need 16-byte rows: a layout that has none is copied, whatever the size
-            lines += [f"    {a}, a_t = {self.ident}_tma_ready({a})",
-                      f"    {b}, b_t = {self.ident}_tma_ready({b})"]
+            lines += [f"    {a}, a_t = {self.ident}_tma_ready({a}, True)",
+                      f"    {b}, b_t = {self.ident}_tma_ready({b}, True)"]
         else:
             lines.append(f"    if {macs} >= {_PAD_MIN_MACS}:  # big enough that copying an unaligned operand pays")
             if cfg.get("b_copy"):
@@ -444,26 +451,6 @@ class _Writer:
             "    )",
         ]
         return lines
-
-
-_TMA_READY = '''\
-def {ident}_tma_ready(t):
-    """``(view, transposed)``: ``t`` as a tensor-descriptor base — unit stride last, every other stride a positive
-    multiple of 16 bytes, 16-byte aligned start — read in place where it, or its last two dimensions swapped, is
-    one; else a copy with rows padded to 16 bytes (never read past: the descriptor's shape is the tensor's)."""
-    step = 16 // t.element_size()
-
-    def ready(v):
-        return (v.stride(-1) == 1 and v.storage_offset() % step == 0
-                and all(s > 0 and s % step == 0 for s in v.stride()[:-1]))
-
-    if ready(t):
-        return t, False
-    if ready(t.mT):
-        return t, True
-    rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
-    return rows[..., : t.shape[-1]].copy_(t), False
-'''
 
 
 def _term(coefficient: int, index: str, cast: str, broadcast: str) -> str:

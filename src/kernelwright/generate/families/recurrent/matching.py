@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import torch
 
+from kernelwright.generate.families.base import getitem_items
 from kernelwright.generate.graph import Node, ProblemGraph, Ref
 
 # The cell of each operator and its gates a step (PyTorch's weight layout: the gates stacked along W's rows).
@@ -80,14 +80,10 @@ def match_recurrent(graph: ProblemGraph, node: Node, claimed: set[str]) -> Recur
         if (producer is not None and producer.op == "full" and state not in claimed
                 and isinstance(producer.args[1], (int, float)) and set(graph.users.get(state, [])) == {node.name}):
             fills.append((state, float(producer.args[1])))
-    items = []
-    for user in graph.consumers(node.name):
-        if user.target is not operator.getitem or user.name in claimed or not isinstance(user.args[1], int):
-            return None
-        items.append((user.args[1], user.name))
-    if not items:
+    items = getitem_items(graph, node, claimed)
+    if items is None:
         return None
     return Recurrent(node=node.name, cell=cell, gates=gates, x=names[0], h0=names[1],
                      c0=names[2] if cell == "lstm" else None, params=tuple(names[1 + len(states):]),
                      has_biases=bool(has_biases), layers=layers, directions=directions,
-                     batch_first=bool(batch_first), items=tuple(sorted(items)), fills=tuple(fills))
+                     batch_first=bool(batch_first), items=items, fills=tuple(fills))
