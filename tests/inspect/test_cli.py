@@ -78,3 +78,42 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     ptx.write_text(".version 8.0\n.target sm_90a\n.address_size 64\n")
     assert main(["inspect", str(ptx), "--executed"]) == 2
     assert "--executed needs a .py candidate" in capsys.readouterr().err
+
+
+VERIFY = Path(__file__).resolve().parents[1] / "verify"
+
+
+@pytest.mark.skipif(not _has_nvcc(), reason="ptxas/cuobjdump not installed")
+def test_python_candidate_with_problem_static_and_executed(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A .py candidate is run through the verifier (the interpreter here), its kernels' SASS summarised, and with
+    --executed ncu's counts joined to them by name (ncu's CSV faked: there is no GPU here). Run 41 found this path
+    broken on the H200 (the typed Verdict's summaries were parsed again as JSON)."""
+    from kernelwright.inspect import ncu
+
+    seen: list[list[str]] = []
+
+    def fake_run_ncu(program: list[str], **_: object) -> list[ncu.ExecutedKernel]:
+        seen.append(program)
+        return ncu.parse_raw_csv(RAW_SOFTMAX)
+
+    monkeypatch.setattr(ncu, "run_ncu", fake_run_ncu)
+    candidate, problem = VERIFY / "candidates" / "softmax_ok.py", VERIFY / "problems" / "softmax.py"
+    assert main(["inspect", str(candidate), "--problem", str(problem), "--arch", "sm_90a", "--executed",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [k["name"] for k in report["kernels"]] == ["softmax_kernel"]
+    assert report["kernels"][0]["arch"] == "sm_90a"
+    assert seen and seen[0][-4:] == ["kernelwright.inspect.ncu_driver", str(candidate), "--problem", str(problem)]
+    executed = report["executed"]["kernels"]
+    assert [k["name"] for k in executed] == ["softmax_kernel"] and executed[0]["launches"] == 2
+
+
+RAW_SOFTMAX = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",\
+"Device","CC","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"
+"","","","","","","","","","","","byte","byte","nsecond"
+"0","1","python3","gpu0","softmax_kernel","1","7","(128, 1, 1)","(4096, 1, 1)","0","9.0","16,777,216","16,777,216",\
+"11,000"
+"1","1","python3","gpu0","softmax_kernel","1","7","(128, 1, 1)","(4096, 1, 1)","0","9.0","16,777,216","16,777,216",\
+"10,800"
+'''

@@ -188,7 +188,7 @@ def _inspect_python_candidate(args: argparse.Namespace) -> dict[str, Any]:
     archs = tuple(_archs(args))
     verdict = verify(args.problem, args.path, options=VerifyOptions(inspect_archs=archs, timing=False,
                                                                      compile_baseline=False))
-    summaries = [KernelSummary.from_json(k) for k in getattr(verdict, "instructions", None) or ()]
+    summaries = [k if isinstance(k, KernelSummary) else KernelSummary.from_json(k) for k in verdict.instructions]
     report: dict[str, Any] = {
         "kernels": [k.to_json() for k in summaries],
         "findings": [f if isinstance(f, dict) else f.to_json() for f in verdict.findings],
