@@ -8,10 +8,11 @@ from kernelwright.verify.compare import compare
 from kernelwright.verify.state import state_problems
 
 
-def _judge(reference: dict, ours: dict, tmp_path) -> list[str]:
+def _judge(reference: dict, ours: dict, tmp_path, reference64: dict | None = None) -> list[str]:
     path = tmp_path / "state.pt"
     torch.save(ours, path)
-    return state_problems(reference, path, lambda g, e, scale: compare(g, e, None, scale_floor=scale))
+    return state_problems(reference, path, lambda g, e, e64, scale: compare(g, e, e64, scale_floor=scale),
+                          reference64)
 
 
 def test_rounding_noise_of_a_zero_mean_running_mean_passes_and_a_missed_update_does_not(tmp_path) -> None:
@@ -36,3 +37,18 @@ def test_rounding_noise_of_a_zero_mean_running_mean_passes_and_a_missed_update_d
     wrong = _judge({"bn.running_mean": big_mean, "bn.running_var": big_var},
                    {"bn.running_mean": big_mean * 1.005, "bn.running_var": big_var}, tmp_path)
     assert len(wrong) == 1 and wrong[0].startswith("bn.running_mean:")
+
+
+def test_the_float64_state_sets_the_bound_where_pytorch_itself_is_off(tmp_path) -> None:
+    """A deep layer's running variance: PyTorch's float32 value 4e-6 from the float64 model's, the candidate's
+    1.9e-5 off (other summation orders through forty layers). Without the float64 state the judge assumes PyTorch
+    exact and fails it; with it the bound follows PyTorch's own error. A missed update fails either way."""
+    torch.manual_seed(0)
+    truth = (1.0 + 0.1 * torch.rand(64)).double()
+    native = (truth * (1 + 4e-6 * torch.randn(64).double())).float()
+    ours = (truth * (1 + 1.9e-5 * torch.randn(64).double())).float()
+    reference = {"stage3.bn.running_var": native}
+    assert len(_judge(reference, {"stage3.bn.running_var": ours}, tmp_path)) == 1
+    assert _judge(reference, {"stage3.bn.running_var": ours}, tmp_path, {"stage3.bn.running_var": truth}) == []
+    wrong = _judge(reference, {"stage3.bn.running_var": torch.ones(64)}, tmp_path, {"stage3.bn.running_var": truth})
+    assert len(wrong) == 1 and wrong[0].startswith("stage3.bn.running_var:")

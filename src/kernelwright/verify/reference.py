@@ -223,7 +223,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         before = _buffers(model) if trial.index == 0 else {}
         answer = answers.run(trial, inputs, note, base_finite)
         if trial.index == 0:
-            _save_state_change(model, before, private / trials.STATE_FILE)
+            _save_state_change(model, before, private / trials.STATE_FILE, answers.model64)
         native, ref64, inputs, note, skipped = answer
         if skipped or native is None:
             channel.send(ReferenceTrial(index=trial.index, kind=trial.kind, skipped=skipped or "no reference"))
@@ -281,16 +281,25 @@ def _buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: b.detach().to("cpu", copy=True) for name, b in model.named_buffers()}
 
 
-def _save_state_change(model: torch.nn.Module, before: dict[str, torch.Tensor], path: Path) -> None:
+def _save_state_change(model: torch.nn.Module, before: dict[str, torch.Tensor], path: Path,
+                       model64: torch.nn.Module | None = None) -> None:
     """What the first trial's forward did to the module's buffers (a training-mode batch norm's running statistics
-    and batch count): the changed buffers' values after it, for the parent to compare the candidate's with. Nothing
-    is written when no buffer changed."""
+    and batch count): the changed buffers' values after it, for the parent to compare the candidate's with, and the
+    same buffers of the float64 model after the same forward (the state's own float64 reference, so that the judge
+    measures PyTorch's error in them as it does in outputs: deep in a network the batch statistics carry every
+    layer's rounding before them). Nothing is written when no buffer changed."""
     after = _buffers(model)
     changed = {name: value for name, value in after.items()
                if name not in before or before[name].shape != value.shape or not torch.equal(before[name], value)}
-    if changed:
-        with gpu_lock.idle():
-            torch.save(changed, path)
+    if not changed:
+        return
+    fp64 = None
+    if model64 is not None:
+        theirs = dict(model64.named_buffers())
+        fp64 = {name: theirs[name].detach().to("cpu", copy=True) for name, value in changed.items()
+                if value.is_floating_point() and name in theirs and theirs[name].shape == value.shape}
+    with gpu_lock.idle():
+        torch.save({"native": changed, "fp64": fp64}, path)
 
 
 def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, int]) -> tuple[list[Any], str]:

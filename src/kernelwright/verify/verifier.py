@@ -124,6 +124,7 @@ class _Verification:
         self.shared = workdir / "shared"
         self.private = workdir / "private"
         self.ref_state: dict[str, Any] = {}  # the buffers the reference's first forward changed (trials.STATE_FILE)
+        self.ref_state64: dict[str, Any] = {}  # the same buffers of the float64 model after the same forward
         self.out = workdir / "candidate-out"
         for d in (self.shared, self.private, self.out):
             d.mkdir()
@@ -250,7 +251,8 @@ class _Verification:
             index = int(path.stem.split("-")[1])
             refs[index] = torch.load(path, map_location="cpu", weights_only=True)
         state = self.private / trials.STATE_FILE
-        self.ref_state = torch.load(state, map_location="cpu", weights_only=True) if state.is_file() else {}
+        saved = torch.load(state, map_location="cpu", weights_only=True) if state.is_file() else {}
+        self.ref_state, self.ref_state64 = saved.get("native") or {}, saved.get("fp64") or {}
         shutil.rmtree(self.private, ignore_errors=True)  # the answers now live only in this process
         work = run.report(protocol.Work)
         if work:
@@ -470,7 +472,7 @@ class _Verification:
             return True  # nothing changes, or the candidate's own weights (its state is its own): not comparable
         from kernelwright.verify.state import state_problems
 
-        wrong = state_problems(self.ref_state, self.out / trials.STATE_FILE, lambda g, e, scale: self._compare(g, e, None, scale))
+        wrong = state_problems(self.ref_state, self.out / trials.STATE_FILE, self._compare, self.ref_state64)
         if wrong:
             self.judge.add("module-state", "after the first trial the module's state differs from the reference's: "
                            + "; ".join(wrong[:3]), buffers=sorted(self.ref_state))
