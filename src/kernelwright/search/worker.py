@@ -26,7 +26,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     import torch
 
     from kernelwright.problem.files import import_from_path
-    from kernelwright.verify import compare, tensors
+    from kernelwright.verify import compare, tensors, trials
     from kernelwright.verify.candidate import classify_exception
     from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
     from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
@@ -41,7 +41,8 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     reference = problem.Model(*init).to(device)
     state = reference.state_dict()
     sets = [tensors.to_device(make_inputs(problem, seed + i), device) for i in range(spec.n_sets)]
-    expected, expected64 = reference_outputs(reference, sets[0])
+    forward_seed = trials.forward_seed(seed)
+    expected, expected64 = reference_outputs(reference, sets[0], forward_seed)
     del reference
     roundoff = compare.allowed_roundoff(spec.policy)
     flush = torch.empty(l2_flush_bytes(device) // 4, dtype=torch.int32, device=device)
@@ -59,6 +60,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
                 with torch.no_grad():
                     return model(*sets[i])
 
+            torch.manual_seed(forward_seed)  # a forward's own random draws: the reference's
             got = [o.detach().cpu() for o in tensors.flatten_outputs(call(0))]
             wrong = first_mismatch(got, expected, expected64, roundoff=roundoff, device_type=device.type)
             if wrong:
@@ -78,7 +80,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
             torch.cuda.empty_cache()
 
 
-def reference_outputs(reference: Any, inputs: list[Any]) -> tuple[list[Any], list[Any]]:
+def reference_outputs(reference: Any, inputs: list[Any], seed: int | None = None) -> tuple[list[Any], list[Any]]:
     """The reference's outputs in native precision, and in float64 where the model converts (else ``None`` each).
 
     The tuner judges against float64, as the verifier does: KernelBench's fixed tolerance rejects kernels more
@@ -91,11 +93,15 @@ def reference_outputs(reference: Any, inputs: list[Any]) -> tuple[list[Any], lis
     from kernelwright.verify import tensors
 
     with torch.no_grad():
+        if seed is not None:  # the global generator's state for a forward that draws random numbers
+            torch.manual_seed(seed)
         expected = [o.detach().cpu() for o in tensors.flatten_outputs(reference(*inputs))]
         try:
             model64 = copy.deepcopy(reference).to(torch.float64)
             inputs64 = [v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                         for v in inputs]
+            if seed is not None:
+                torch.manual_seed(seed)
             expected64 = [o.detach().cpu() for o in tensors.flatten_outputs(model64(*inputs64))]
         except Exception:  # no float64 form: the bound falls back to PyTorch's own rounding
             expected64 = [None] * len(expected)

@@ -282,6 +282,7 @@ class _CandidateJob:
         events: list[tuple[str, float, int]] | None = None
         try:
             with poison.fill_uninitialized(trial.poison):
+                self.torch.manual_seed(self.trials.forward_seed(trial.seed))  # the reference's draws, if any
                 if aten is not None:
                     with aten:
                         result = self.call(dev)

@@ -69,9 +69,15 @@ class _Outputs(list):
     container = "tensor"
 
 
-def _run(model: torch.nn.Module, inputs: list[Any], device: torch.device) -> list[torch.Tensor]:
+def _run(model: torch.nn.Module, inputs: list[Any], device: torch.device, seed: int | None = None
+         ) -> list[torch.Tensor]:
+    """One forward; ``seed`` (trials.forward_seed) set on the global generator first where the trial's draws must
+    be the candidate's."""
+    dev_inputs = tensors.to_device(inputs, device)
+    if seed is not None:
+        torch.manual_seed(seed)
     with torch.no_grad():
-        result = model(*tensors.to_device(inputs, device))
+        result = model(*dev_inputs)
     outputs = _Outputs(tensors.flatten_outputs(result))
     outputs.container = tensors.container_of(result)
     for i, out in enumerate(outputs):
@@ -150,7 +156,7 @@ def _second_shape(module: Any, size_globals: dict[str, int], init_seed: int, see
 
 
 def _ignored_inputs(model: torch.nn.Module, inputs: list[Any], outputs: list[torch.Tensor],
-                    device: torch.device) -> list[int]:
+                    device: torch.device, seed: int | None = None) -> list[int]:
     """Inputs whose values do not change the output (left out of the minimum bytes)."""
     ignored = []
     gen = torch.Generator().manual_seed(1234)
@@ -167,7 +173,7 @@ def _ignored_inputs(model: torch.nn.Module, inputs: list[Any], outputs: list[tor
         changed = list(inputs)
         changed[i] = other
         try:
-            new = _run(model, changed, device)
+            new = _run(model, changed, device, seed)  # the first trial's draws, if the forward makes any
         except Exception:
             continue  # the perturbed input was not valid (e.g. an index out of range): assume it is read
         if all(torch.equal(a, b) for a, b in zip(new, outputs)):
@@ -257,7 +263,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         channel.send(Note(code="no-fp64-reference", message=answers.fp64_note))
 
     if spec.count_work and first_inputs is not None and first_outputs is not None:
-        ignored = _ignored_inputs(model, first_inputs, first_outputs, device)
+        ignored = _ignored_inputs(model, first_inputs, first_outputs, device, trials.forward_seed(plan[0].seed))
         dev_inputs = tensors.to_device(first_inputs, device)
         try:
             work = roofline.count_work(model, dev_inputs, first_outputs, ignored)
@@ -344,8 +350,9 @@ class _Answers:
                     skipped = "the reference is not finite on the ordinary inputs"
                     break
                 trial_inputs, note = _transform(inputs, trial.kind, trial.seed, level)
+            seed = trials.forward_seed(trial.seed)
             try:
-                native = _run(self.model, trial_inputs, self.device)
+                native = _run(self.model, trial_inputs, self.device, seed)
             except JobFailure:
                 raise
             except Exception as exc:
@@ -355,7 +362,7 @@ class _Answers:
                 break
             if self.model64 is not None:
                 try:
-                    ref64 = _run(self.model64, _to64(trial_inputs), self.device)
+                    ref64 = _run(self.model64, _to64(trial_inputs), self.device, seed)
                 except Exception as exc:
                     self.model64, ref64 = None, None
                     self.fp64_note = f"the model does not run in float64 ({type(exc).__name__}: {str(exc)[:160]})"

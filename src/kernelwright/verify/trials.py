@@ -61,6 +61,15 @@ def plan_trials(seed: int, random_trials: int = MIN_RANDOM_TRIALS, *, distributi
         plan.append(TrialSpec(index=index, kind=kind, seed=seed + index))
     return plan
 
+def forward_seed(seed: int) -> int:
+    """The global RNG's seed set right before a trial's forward (``seed``: the trial's), in the reference's runs
+    (native and float64) and the candidate's alike, as KernelBench's harness seeds before each model call: a forward
+    that draws random numbers itself (level 3's 35_LSTM draws its initial states with ``torch.randn``) draws the
+    same ones in both, whatever each process did with the generator before. A repoison trial reuses its source's
+    seed, so its draws are its source's too."""
+    return (seed * 0x9E3779B1 + 0x5EED) % (1 << 31)
+
+
 # The module buffers a problem's forward changes in its first trial (a training-mode batch norm's running
 # statistics): the reference child writes them under its private directory, the candidate child its own under its
 # output directory, and the parent compares them.
