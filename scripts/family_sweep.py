@@ -10,6 +10,11 @@ configuration of each group's space (the tuner's own choices with these keys rep
 duplicates dropped — a wider space than the family's, to measure how close the family's own gets to its best (issue
 16). A combination the template cannot render is an error row, not the end of the sweep.
 
+With ``--db RUNS.sqlite`` (a bench's run database: benchmarks/results/bench-h200.sqlite), each problem also gets a
+search-versus-exhaustive line (issue 16): the configuration its latest verified winner chose (one group's problems:
+the winner's config index), how many candidates that search timed, and the winner's median here over the best
+median of the whole space, side by side in this one run.
+
 Per problem and configuration: the largest difference from the problem's own ``Model`` (same weights, same
 inputs) relative to the reference's largest magnitude, the candidate's and eager PyTorch's medians
 (``triton.testing.do_bench``) and their ratio. Writes ``family-sweep.json`` into ``--out`` as each row finishes.
@@ -135,6 +140,57 @@ def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
     return rows
 
 
+def search_choice(db: Path, name: str) -> dict | None:
+    """The latest verified winner's configuration indices (its ``template_choice``) and how many candidates its
+    search timed, from a bench's run database; None when the problem has no verified winner there."""
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        row = con.execute("""select r.id, c.meta_json, r.settings_json, c.source from runs r join problems p on p.id = r.problem_id
+                             join candidates c on c.run_id = r.id join verdicts v on v.id = c.verdict_id
+                             where p.name = ? and v.status = 'passed' order by r.id desc, v.median_ms limit 1""",
+                          (name,)).fetchone()
+        if row is None:
+            return None
+        timed = con.execute("select count(*) from candidates where run_id = ? and median_ms is not null",
+                            (row[0],)).fetchone()[0]
+    meta, settings = json.loads(row[1] or "{}"), json.loads(row[2] or "{}")
+    return {"run": row[0], "choice": meta.get("template_choice"), "timed": timed, "source": row[3],
+            "budget_s": settings.get("budget_s") or settings.get("budget_per_problem_s")}
+
+
+def time_file(problem: Path, path: Path, device: str) -> float | None:
+    """do_bench of a candidate file, built and fed as the sweep's are (same seeds): the search's winner as it was
+    written, whatever the space's order is today."""
+    import torch
+    import triton.testing
+
+    reference = _load(problem, f"ref_{problem.stem}_w")
+    torch.manual_seed(0)
+    model = reference.Model(*reference.get_init_inputs()).to(device)
+    torch.manual_seed(1)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+    new = _load(path, f"winner_{problem.stem}").ModelNew(*reference.get_init_inputs()).to(device)
+    new.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        new(*inputs)
+        return triton.testing.do_bench(lambda: new(*inputs)) if device == "cuda" else None
+
+
+def versus(rows: list[dict], chosen: dict, winner_ms: float | None) -> dict:
+    """The search's winner (timed here as ``winner_ms``) against the space's best, from one problem's sweep rows."""
+    timed = [r for r in rows if r.get("ms")]
+    out = {"problem": rows[0]["problem"] if rows else None, "configs_in_space": len(rows),
+           **{k: v for k, v in chosen.items() if k != "source"}, "winner_ms": winner_ms}
+    if not timed or winner_ms is None:
+        out["note"] = "nothing timed: not compared"
+        return out
+    best = min(timed, key=lambda r: r["ms"])
+    out.update(best_config=best["config"], best_ms=best["ms"], winner_over_best=winner_ms / best["ms"],
+               configs_faster_than_winner=sum(r["ms"] < winner_ms for r in timed))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", nargs="+", type=Path)
@@ -143,6 +199,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/family-sweep"))
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1, nothing timed")
+    parser.add_argument("--db", type=Path, default=None,
+                        help="a bench's run database: compare each problem's verified search winner with the sweep")
     parser.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
                         help="sweep these values over the groups' configurations (a wider space than the family's)")
     args = parser.parse_args()
@@ -154,7 +212,14 @@ def main() -> int:
     for problem in args.problems:
         started = time.time()
         try:
-            results += sweep(problem, args.out, args.configs, args.arch, args.device, grid)
+            rows = sweep(problem, args.out, args.configs, args.arch, args.device, grid)
+            results += rows
+            chosen = search_choice(args.db, problem.stem) if args.db else None
+            if chosen is not None:
+                winner = args.out / f"{problem.stem}_winner.py"
+                winner.write_text(chosen["source"])
+                results.append({"versus": versus(rows, chosen, time_file(problem, winner, args.device))})
+                print(f"{problem.stem}: search vs exhaustive {json.dumps(results[-1]['versus'])}", flush=True)
         except Exception as exc:
             results.append({"problem": problem.stem, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
             print(f"{problem.stem}: {results[-1]['error']}", flush=True)
