@@ -3,7 +3,8 @@
 # verified winner is taken from the run database (benchmarks/results/bench-h200.sqlite) and run under ncu through
 # `kernelwright inspect --executed --json` (DRAM / tensor-pipe throughput, occupancy, L1/L2 hit rates, spills):
 #   bash scripts/gpu_ncu.sh SECONDS_EACH PROBLEM.py [PROBLEM.py ...]
-# 35 s a problem was too little for min_dim0 and conv2d_bn_relu_bf16 (run 40): give each 2-3 minutes.
+# 35 s a problem was too little (run 40); in run 43 each took 60-90 s (a verify without timing, about 45 s, then ncu):
+# give each 100-120 s.
 # Writes $OUT/ncu-NAME.json (and .log) as each finishes; $OUT/ncu-summary.txt has one line a kernel.
 set -u
 cd "$(dirname "$0")/.."
@@ -35,9 +36,12 @@ try:
 except ValueError:
     sys.exit("   no report (cut by the time limit? ncu replays every kernel: give it minutes, not seconds)")
 for k in (data.get("executed") or {}).get("kernels", []):
-    keep = {key: k.get(key) for key in ("name", "grid", "block", "duration_ns", "dram_throughput_pct",
+    # counts are summed over the kernel's launches (the driver calls the model twice): shown per launch here
+    n = max(1, k.get("launches") or 1)
+    keep = {key: k.get(key) for key in ("name", "launches", "grid", "block", "dram_throughput_pct",
                                          "tensor_pipe_pct", "achieved_occupancy_pct", "l1_hit_pct", "l2_hit_pct",
-                                         "dram_bytes", "spill_instructions")}
+                                         "spill_instructions")}
+    keep.update({f"{key}_per_launch": k[key] / n for key in ("duration_ns", "dram_bytes") if k.get(key) is not None})
     print("  ", json.dumps(keep))
 for f in (data.get("executed") or {}).get("findings", []):
     print("   finding:", json.dumps(f)[:300])
