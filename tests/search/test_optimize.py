@@ -157,6 +157,25 @@ def test_an_allowance_gives_the_search_the_budget_and_the_verify_more(problem: P
     assert plain.verify_deadlines == [start + 40.0]  # without one, the budget is a promise, verify included
 
 
+def test_the_default_is_timed_with_group_zeros_alternatives(problem: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """One evaluator call (one worker, one wait for the GPU lock) for the default and every other configuration
+    of group 0: timed alone, the default cost a call of its own, and a parallel bench's 60 s search on the H200
+    timed nothing else (run 38)."""
+    clock = _fake_clock(monkeypatch)
+
+    class Calls(StubEvaluator):
+        def time(self, candidates, *, deadline=None):
+            self.calls = [*getattr(self, "calls", []), [c.index for c in candidates]]
+            return super().time(candidates, deadline=deadline)
+
+    stub = Calls(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=1.0)
+    optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=3600.0, evaluator=stub,
+             verify_allowance_s=100.0)
+    assert stub.calls[0][0] == 0 and len(stub.calls[0]) > 1  # the default first, its alternatives beside it
+    assert sorted(stub.seen) == sorted(set(stub.seen))  # each candidate timed once
+
+
 def test_ctrl_c_keeps_the_best_so_far(problem: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _fake_clock(monkeypatch)
     stub = StubEvaluator(times={0: 2.0, 1: 0.7, 2: 1.0}, clock=clock, interrupt_after=3, step_s=1.0)
