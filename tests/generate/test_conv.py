@@ -69,11 +69,12 @@ def test_space_library_first_then_implicit_gemm(tmp_path) -> None:
     space = ConvFamily().space(graph, group, "sm_90a")
     assert space[0]["variant"] == "library"
     gemm = [c for c in space[1:] if c["variant"] == "implicit_gemm"]
-    assert len(gemm) == len(space) - 1 >= 2
+    assert [c["variant"] for c in space[-2:]] == ["library_nhwc"] * 2  # the channels-last library, last
+    assert len(gemm) == len(space) - 3 >= 2
     assert all(c["precision"] == "ieee" for c in gemm)  # an fp32 problem: no TF32 unless the policy allows it
 
 
-@pytest.mark.parametrize(("stride", "config_index", "second_shape"), [(1, 0, True)])
+@pytest.mark.parametrize(("stride", "config_index", "second_shape"), [(1, 0, True), (2, 99, True)])
 def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape: bool) -> None:
     # The library variant at two shapes: 3 input channels and 16 output channels; 13 x 11 with padding 1. (The
     # implicit GEMM's fp32 path, strided, with a mostly masked K block: the bare, grouped and 3-D tests.)
@@ -85,7 +86,7 @@ def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape
     if second_shape:
         assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
     library = any(k.name == "aten::convolution" for k in verdict.kernels)
-    assert library == (config_index == 0)  # config 1 is the Triton convolution: no library conv at all
+    assert library == (config_index in (0, 99))  # config 1 is the Triton convolution: no library conv at all
 
 
 @pytest.mark.parametrize("config_index", [1])
@@ -99,8 +100,9 @@ def test_conv_eval_batchnorm_relu_bf16(check, config_index: int) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
-@pytest.mark.parametrize("config_index", [0, 3])
+@pytest.mark.parametrize("config_index", [0, 3, 99])
 def test_batchnorm_module_residual_silu_dilated(check, config_index: int) -> None:
+    # 99: the last configuration, the library on channels-last tensors and the epilogue restoring NCHW.
     # Eval nn.BatchNorm2d, a residual and silu (exported as x * sigmoid(x): the epilogue is a DAG, not a chain);
     # the pre-activation sum is also returned, so the kernel stores two results. Stride 2, dilation 2, padding 2.
     plan, verdict = check(f"conv_bn_residual_silu_{config_index}", """
@@ -416,7 +418,7 @@ CONV3D = """
 """
 
 
-@pytest.mark.parametrize("config_index", [0, 1])
+@pytest.mark.parametrize("config_index", [0, 1, 99])
 def test_conv3d_padded_bias_relu_fp32(check, config_index: int) -> None:
     # Two groups, bias + relu, then a residual broadcast along depth (read by per-dimension strides); 6 taps, the
     # output 3 x 3 x 7. Config 0: the library convolution (groups passed on) and our epilogue; config 1: the
@@ -426,7 +428,10 @@ def test_conv3d_padded_bias_relu_fp32(check, config_index: int) -> None:
     (group,) = _conv_groups(plan)
     assert plan.fully_covered and len(group.detail["stride"]) == 3 and group.detail["groups"] == 2
     assert verdict.status is Status.PASSED, verdict.message
-    assert any(k.name == "aten::convolution" for k in verdict.kernels) == (config_index == 0)
+    assert any(k.name == "aten::convolution" for k in verdict.kernels) == (config_index in (0, 99))
+    if config_index == 99:  # the last: the library on channels-last tensors, our epilogue restoring NCDHW
+        candidate = plan.graph.problem.path.with_name(f"conv3d_bias_relu_{config_index}_candidate.py")
+        assert "channels_last_3d" in candidate.read_text()
 
 
 def test_depthwise_direct_small_images_with_operands_fp16(check) -> None:

@@ -97,6 +97,14 @@ class ConvFamily:
                 continue
             configs.append({"variant": "implicit_gemm", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
                             "num_warps": warps, "num_stages": stages, "layout": layout, "precision": precision})
+        if (group_roles.bn is not None or group_roles.pointwise) and len(weight) in (4, 5):
+            # The library convolution on channels-last tensors, its output read channels-last by our epilogue
+            # (pixels x channels tiles) and written NCHW. ncu on the H200 (run 43, 2026-12-03, conv2d_bn_relu_bf16,
+            # 32 x 64 -> 128 x 64 x 64, 3 x 3): the library variant's cuDNN call spent 58.6 us in its own NCHW <->
+            # NHWC layout kernels beside a 61.3 us convolution, and 17.1 us went to our epilogue; this one leaves
+            # cuDNN no output transpose to make. A lead, not yet timed: last, so the positions above stay.
+            configs += [{"variant": "library_nhwc", "BLOCK_P": 64, "BLOCK_C": 64, "num_warps": 4},
+                        {"variant": "library_nhwc", "BLOCK_P": 128, "BLOCK_C": 32, "num_warps": 4}]
         return configs
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:

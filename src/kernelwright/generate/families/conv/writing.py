@@ -28,6 +28,8 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
     variant = config["variant"]
     if variant == "tma":
         return renderer.tma_gemm()
+    if variant == "library_nhwc":
+        return renderer.library_nhwc()
     return renderer.library() if variant == "library" else renderer.direct() if variant == "direct" else \
         renderer.implicit_gemm()
 
@@ -205,6 +207,71 @@ class _Renderer:
                    f"IDX64=conv_out.numel() >= 2**31, num_warps={self.config['num_warps']})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return Rendered(source="\n".join(src), launcher=ident, notes=("library convolution + own epilogue",))
+
+    # -- variant (a'): library convolution on channels-last tensors + our transposing epilogue -----------------
+    def library_nhwc(self) -> Rendered:
+        """aten.convolution over channels-last copies of the input and the weight (the library then writes its
+        output channels-last, with no layout change of its own after it), and our epilogue over tiles of BLOCK_P
+        pixels x BLOCK_C channels of one image: loads along the channels, the stores along the pixels of the
+        NCHW output."""
+        r, ident, sp = self.roles, self.ident, self.spatial
+        kernel = f"{ident}_epilogue"
+        strided = self._strided()
+        tensors = list(dict.fromkeys(["conv_out", *self.channel_params, *self.operands]))
+        params = [f"in_{v}" for v in tensors] + [f"out_{o}" for o in self.group.outputs]
+        params += ["n_channels", *sp.out_sizes]
+        for v in strided:
+            params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
+        params += ["BLOCK_P: tl.constexpr", "BLOCK_C: tl.constexpr", "IDX64: tl.constexpr"]
+        body = [
+            "pid = tl.program_id(0)  # one image and BLOCK_C of its output channels",
+            "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
+            "image = pid // n_blocks_c",
+            "channel = (pid % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
+            "pixels = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)",
+            "if IDX64:",
+            "    image = image.to(tl.int64)",
+            "    channel = channel.to(tl.int64)",
+            f"n_pix = {' * '.join(sp.out_sizes)}",
+            "p_mask = pixels < n_pix",
+            "c_mask = channel < n_channels",
+            "mask = p_mask[:, None] & c_mask[None, :]  # pixels are rows, channels columns",
+            *unflatten("pixels", sp.coords, sp.out_sizes),
+            "# the library's output is channels-last: (image, pixel, channel), channels contiguous",
+            "acc = tl.load(in_conv_out + (image * n_pix + pixels)[:, None] * n_channels + channel[None, :], "
+            "mask=mask, other=0).to(tl.float32)",
+            "offs = (image * n_channels + channel)[None, :] * n_pix + pixels[:, None]  # NCHW",
+        ]
+        body += self._tile_epilogue(image="image", channels="channel", rows="p_mask", cols="c_mask", mask="mask",
+                                    flat="offs")
+        src = self._head(kernel, params, body, "the epilogue of a library convolution whose output is channels-last, "
+                         "tiles of pixels x channels of one image: read along the channels, written NCHW.",
+                         "aten.convolution without its bias on channels-last tensors (cuDNN on a GPU), then our "
+                         "fused epilogue kernel, which also restores the NCHW layout.")
+        if self.dtype == torch.float32:
+            src.append("    # fp32: cuDNN follows torch.backends.cudnn.allow_tf32, which the verifier sets from the "
+                       "precision policy.")
+        layout = "torch.channels_last" if sp.rank == 2 else "torch.channels_last_3d"
+        stride, padding, dilation = (f"[{', '.join(map(str, t))}]" for t in (r.stride, r.padding, r.dilation))
+        src.append(f"    conv_out = torch.ops.aten.convolution.default({r.x}.contiguous(memory_format={layout}), "
+                   f"{r.weight}.contiguous(memory_format={layout}), None, {stride}, {padding}, {dilation}, "
+                   f"{r.transposed}, [{', '.join(map(str, r.output_padding))}], "
+                   f"{'groups' if self.grouped or r.transposed else 1})")
+        src.append(f"    conv_out = conv_out.contiguous(memory_format={layout})  # a no-op where the library "
+                   "kept the layout")
+        src += base.operand_layout_lines(self.operands, self.modes)
+        src += self._allocate()
+        n_pixels = " * ".join(sp.out_names)
+        src += [f"    block_p = min({self.config['BLOCK_P']}, max(triton.next_power_of_2({n_pixels}), 16))",
+                f"    block_c = min({self.config['BLOCK_C']}, triton.next_power_of_2(out_channels))"]
+        args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", *sp.out_names]
+        args += [f"*{v}.stride()" for v in strided]
+        src.append(f"    {kernel}[(batch * triton.cdiv(out_channels, block_c), triton.cdiv({n_pixels}, block_p))]("
+                   f"{', '.join(args)}, BLOCK_P=block_p, BLOCK_C=block_c, IDX64=conv_out.numel() >= 2**31, "
+                   f"num_warps={self.config['num_warps']})")
+        src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
+        return Rendered(source="\n".join(src), launcher=ident,
+                        notes=("library convolution on channels-last tensors + own transposing epilogue",))
 
     # -- variant (c): a direct depthwise convolution ----------------------------------------------------------
     def direct(self) -> Rendered:
