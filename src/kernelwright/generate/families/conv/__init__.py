@@ -13,6 +13,10 @@ Two variants, configurations of one group so the tuner can choose:
   ``torch.backends.cudnn.allow_tf32`` from the precision policy (off unless TF32 is allowed), and the generated
   file relies on that process setting rather than changing global flags itself. Offered only when there is an
   epilogue to apply (a bare convolution would gain nothing but a copy).
+- **library, channels-last** (2-D and 3-D, last in the space): the same library call on channels-last copies of
+  the input and weight, so the library writes its output channels-last with no layout kernel after it; our epilogue
+  then reads tiles of pixels x channels along the channels and writes the NCHW result (it replaces the library's
+  output transpose: 29 of the 150 us of conv2d_bn_relu_bf16's library winner on the H200, ncu run 43).
 - **implicit GEMM**: a Triton convolution. The output pixels (image x [OD x] OH x OW, flattened) are the GEMM's M,
   the output channels its N, and the K loop walks the filter taps ([kd,] kh, kw; a compile-time rank, the filter's
   sizes constexpr) and, inside each tap, the input channels ``BLOCK_K`` at a time, gathering the input patch with
