@@ -41,7 +41,8 @@ for k in (data.get("executed") or {}).get("kernels", []):
     keep = {key: k.get(key) for key in ("name", "launches", "grid", "block", "dram_throughput_pct",
                                          "tensor_pipe_pct", "achieved_occupancy_pct", "l1_hit_pct", "l2_hit_pct",
                                          "spill_instructions")}
-    keep.update({f"{key}_per_launch": k[key] / n for key in ("duration_ns", "dram_bytes") if k.get(key) is not None})
+    keep.update({f"{key}_per_launch": k.get(f"{key}_per_launch") or (k[key] / n if k.get(key) is not None else None)
+                 for key in ("duration_ns", "dram_bytes")})
     print("  ", json.dumps(keep))
 for f in (data.get("executed") or {}).get("findings", []):
     print("   finding:", json.dumps(f)[:300])

@@ -107,6 +107,9 @@ def test_python_candidate_with_problem_static_and_executed(monkeypatch: pytest.M
     assert seen and seen[0][-4:] == ["kernelwright.inspect.ncu_driver", str(candidate), "--problem", str(problem)]
     executed = report["executed"]["kernels"]
     assert [k["name"] for k in executed] == ["softmax_kernel"] and executed[0]["launches"] == 2
+    # summed over the launches, and per launch
+    assert executed[0]["duration_ns"] == 21_800 and executed[0]["duration_ns_per_launch"] == 10_900
+    assert executed[0]["dram_bytes_per_launch"] == 2 * 16_777_216
 
 
 RAW_SOFTMAX = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",\

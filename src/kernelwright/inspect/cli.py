@@ -275,8 +275,10 @@ def render(report: dict[str, Any], *, top_opcodes: int = 8) -> str:
         for k in executed["kernels"]:
             def fmt(value: Any, spec: str = ".0f") -> str:
                 return "-" if value is None else format(value, spec)
-            lines.append(f"  {k['name']}: {k['launches']} launch(es), tensor instr {fmt(k['tensor_instructions'])}, "
-                         f"tensor pipe {fmt(k['tensor_pipe_pct'], '.1f')}%, DRAM {fmt(k['dram_bytes'])} B, "
+            per_us = k.get("duration_ns_per_launch")
+            lines.append(f"  {k['name']}: {k['launches']} launch(es), {fmt(per_us and per_us / 1e3, '.1f')} us and "
+                         f"{fmt(k.get('dram_bytes_per_launch'))} B of DRAM a launch, tensor instr "
+                         f"{fmt(k['tensor_instructions'])}, tensor pipe {fmt(k['tensor_pipe_pct'], '.1f')}%, "
                          f"L1 hit {fmt(k['l1_hit_pct'], '.0f')}%, L2 hit {fmt(k['l2_hit_pct'], '.0f')}%, "
                          f"occupancy {fmt(k['achieved_occupancy_pct'], '.0f')}%, spills {fmt(k['spill_instructions'])}")
             hot = ", ".join(f"{op} {n:.0f}" for op, n in k["hottest_opcodes"][:5])

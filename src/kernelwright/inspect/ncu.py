@@ -111,9 +111,16 @@ class ExecutedKernel:
             "achieved_occupancy_pct": self.metrics.get("sm__warps_active.avg.pct_of_peak_sustained_active"),
             "spill_instructions": self.spill_instructions,
             "duration_ns": self.metrics.get("gpu__time_duration.sum"),
+            # a merged record's counts are its launches' sums (run 43 read 86 us for two 43 us launches): per launch
+            "duration_ns_per_launch": _per(self.metrics.get("gpu__time_duration.sum"), self.launches),
+            "dram_bytes_per_launch": _per(self.dram_bytes, self.launches),
             "hottest_opcodes": [[op, n] for op, n in self.hottest()],
             "metrics": dict(self.metrics),
         }
+
+
+def _per(total: float | None, launches: int) -> float | None:
+    return None if total is None else total / max(1, launches)
 
 
 def _is_tensor_opcode(opcode: str) -> bool:
