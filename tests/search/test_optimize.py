@@ -176,6 +176,34 @@ def test_the_default_is_timed_with_group_zeros_alternatives(problem: Path, tmp_p
     assert sorted(stub.seen) == sorted(set(stub.seen))  # each candidate timed once
 
 
+def test_groups_are_tuned_heaviest_first(tmp_path: Path) -> None:
+    """A softmax feeding a matmul: the matmul's group (2 x 64 x 96 x 128 multiply-adds against the softmax's one
+    operation an element) is tuned first, whatever its place in the graph."""
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import load_families, plan
+    from kernelwright.search.optimize import group_order
+
+    path = tmp_path / "softmax_matmul.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x, w):
+                return torch.softmax(x, dim=-1) @ w
+
+        def get_inputs():
+            return [torch.randn(64, 96), torch.randn(96, 128)]
+
+        def get_init_inputs():
+            return []
+    """))
+    the_plan = plan(capture(path), load_families())
+    families = [g.family for g in the_plan.groups]
+    assert families.index("gemm") > 0  # the softmax comes first in the graph
+    assert [families[g] for g in group_order(the_plan)][0] == "gemm"
+
+
 def test_ctrl_c_keeps_the_best_so_far(problem: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _fake_clock(monkeypatch)
     stub = StubEvaluator(times={0: 2.0, 1: 0.7, 2: 1.0}, clock=clock, interrupt_after=3, step_s=1.0)

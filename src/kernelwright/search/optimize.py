@@ -28,7 +28,7 @@ from typing import Any
 
 from kernelwright.errors import InputError
 from kernelwright.generate.families.base import DEFAULT_POLICY, Family, Policy
-from kernelwright.generate.plan import Plan
+from kernelwright.generate.plan import Plan, node_work
 from kernelwright.hardware.local import target_arch
 from kernelwright.search.candidates import CandidateBuilder, template_builder
 from kernelwright.search.evaluate import evaluator_for
@@ -128,20 +128,30 @@ class _RunRecord:
         self.db = None
 
 
+def group_order(the_plan: Plan) -> list[int]:
+    """The plan's group indices, heaviest first by the estimate of their nodes' work (generate.plan.node_work);
+    ties keep the graph's order."""
+    work = [sum(node_work(the_plan.graph, the_plan.graph.node(n)) for n in g.nodes) for g in the_plan.groups]
+    return sorted(range(len(work)), key=lambda g: -work[g])
+
+
 def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, progress: Progress,
           outcomes: dict[int, Outcome], record: _RunRecord) -> Candidate:
     """Time candidates until ``deadline``, one configuration group at a time; return the default candidate."""
     best_choice = [0] * len(builder.spaces)
     best_ms: float | None = None
     default = builder.build(tuple(best_choice), "default")
-    # The first batch is the default and group 0's other configurations (they vary only from the defaults, so
-    # nothing waits on a result): one worker, one wait for the GPU lock, for a single-group problem's whole space.
+    # The first batch is the default and the first group's other configurations (they vary only from the defaults,
+    # so nothing waits on a result): one worker, one wait for the GPU lock, for a single-group problem's space.
     # Timed alone first, the default cost a worker start and a lock wait of its own: in a parallel bench on the
     # H200 (run 38, 2026-12-03) log_softmax_bf16's search timed only the default in its 60 s, 16% slower than the
     # best of its four configurations (run 43).
+    # Groups in order of their share of the work, the heaviest first: a network's budget reaches its big
+    # convolutions before its pooling and pointwise tails (run 44: ResNet18's 45 s search timed only the first of
+    # 40-odd groups, in graph order).
     batches: list[list[tuple[int, int]]] = []
-    for g, space in enumerate(builder.spaces):
-        batches.append([(g, i) for i in range(1, len(space))])  # resolved against the best so far in its turn
+    for g in group_order(builder.plan):
+        batches.append([(g, i) for i in range(1, len(builder.spaces[g]))])  # resolved against the best so far
     for position, batch in enumerate(batches or [[]]):
         if time.monotonic() >= deadline:
             progress.note = "(budget spent)"
