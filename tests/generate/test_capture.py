@@ -70,6 +70,26 @@ def test_a_capture_that_runs_past_its_bound_is_a_one_line_error(tmp_path: Path) 
     assert time.monotonic() - started < 30
 
 
+def test_the_capture_bound_fires_again_where_its_first_raise_is_swallowed() -> None:
+    """The bound's timer repeats: code that swallows the first raise (as Python does inside a __del__) still ends
+    with the timeout, and nothing fires after the block."""
+    from kernelwright.generate.graph import _CaptureTimeout, _time_bound
+
+    swallowed = 0
+    with pytest.raises(_CaptureTimeout), _time_bound(0.1):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                while time.monotonic() < deadline:
+                    pass
+            except _CaptureTimeout:
+                swallowed += 1
+                if swallowed > 1:
+                    raise
+    assert swallowed == 2
+    time.sleep(0.5)  # disarmed: no alarm lands here
+
+
 BATCHNORM_TRAINING = """
     class Model(nn.Module):
         def __init__(self, features):
