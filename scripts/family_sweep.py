@@ -41,6 +41,27 @@ def _load(path: Path, name: str):
     return module
 
 
+def _reference(problem: Path, device: str, name: str):
+    """The problem module, its Model (seed 0) and its inputs (seed 1) on ``device``: what every timing here feeds."""
+    import torch
+
+    reference = _load(problem, name)
+    torch.manual_seed(0)
+    model = reference.Model(*reference.get_init_inputs()).to(device)
+    torch.manual_seed(1)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+    return reference, model, inputs
+
+
+def median_ms(fn, device: str) -> float | None:
+    """do_bench's median with a longer warm-up than its 25 ms (run 43 read the very same min_dim0 file at 0.1075
+    ms, its first configuration after seconds of compiling on an idle GPU, and 0.0551 at the end); None without a
+    GPU (a dry run under the interpreter)."""
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=100, rep=200, return_mode="median") if device == "cuda" else None
+
+
 def _value(text: str):
     if text.lower() == "none":
         return None
@@ -81,7 +102,6 @@ def widened(space: list[dict], grid: dict[str, list]) -> list[dict]:
 def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
           grid: dict[str, list] | None = None) -> list[dict]:
     import torch
-    import triton.testing
 
     from kernelwright.generate.emit import emit
     from kernelwright.generate.graph import capture
@@ -92,16 +112,10 @@ def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
     the_plan = plan(graph, list(families.values()), arch=arch)
     spaces = [widened([dict(c) for c in families[g.family].space(graph, g, arch)], grid or {})
               for g in the_plan.groups]
-    reference = _load(problem, f"ref_{problem.stem}")
-    torch.manual_seed(0)
-    model = reference.Model(*reference.get_init_inputs()).to(device)
-    torch.manual_seed(1)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+    reference, model, inputs = _reference(problem, device, f"ref_{problem.stem}")
 
-    def bench(fn) -> float | None:  # no timing without a GPU (a dry run under the interpreter)
-        # The median, with a longer warm-up than do_bench's 25 ms: run 43 read the very same min_dim0 file at
-        # 0.1075 ms (its first configuration, after seconds of compiling on an idle GPU) and 0.0551 (at the end).
-        return triton.testing.do_bench(fn, warmup=100, rep=200, return_mode="median") if device == "cuda" else None
+    def bench(fn) -> float | None:
+        return median_ms(fn, device)
 
     with torch.no_grad():
         want = model(*inputs)
@@ -178,21 +192,14 @@ def time_file(problem: Path, path: Path, device: str) -> float | None:
     """do_bench of a candidate file, built and fed as the sweep's are (same seeds): the search's winner as it was
     written, whatever the space's order is today."""
     import torch
-    import triton.testing
 
-    reference = _load(problem, f"ref_{problem.stem}_w")
-    torch.manual_seed(0)
-    model = reference.Model(*reference.get_init_inputs()).to(device)
-    torch.manual_seed(1)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+    reference, model, inputs = _reference(problem, device, f"ref_{problem.stem}_w")
     new = _load(path, f"winner_{problem.stem}").ModelNew(*reference.get_init_inputs()).to(device)
     new.load_state_dict(model.state_dict())
     with torch.no_grad():
         new(*inputs)
-        if device != "cuda":
-            return None
-        return min(triton.testing.do_bench(lambda: new(*inputs), warmup=100, rep=200, return_mode="median")
-                   for _ in range(2))
+        times = [median_ms(lambda: new(*inputs), device) for _ in range(2)]
+    return None if None in times else min(times)
 
 
 def versus(rows: list[dict], chosen: dict, winner_ms: float | None) -> dict:

@@ -109,6 +109,26 @@ class _Renderer:
         lines, env = self._epilogue("acc", ctx)
         return lines + self._stores(env, flat, mask)
 
+    def _image_tile(self) -> list[str]:
+        """A program's tile of BLOCK_P output pixels x BLOCK_C output channels of one image (grid: images x
+        channel blocks, pixel blocks): its indices, masks and the pixels' coordinates."""
+        sp = self.spatial
+        return [
+            "pid = tl.program_id(0)  # one image and BLOCK_C of its output channels",
+            "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
+            "image = pid // n_blocks_c",
+            "channel = (pid % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
+            "pixels = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)",
+            "if IDX64:",
+            "    image = image.to(tl.int64)",
+            "    channel = channel.to(tl.int64)",
+            f"n_pix = {' * '.join(sp.out_sizes)}",
+            "p_mask = pixels < n_pix",
+            "c_mask = channel < n_channels",
+            "mask = p_mask[:, None] & c_mask[None, :]  # pixels are rows, channels columns",
+            *unflatten("pixels", sp.coords, sp.out_sizes),
+        ]
+
     def _strided(self) -> list[str]:
         return [v for v in self.operands if self.modes[v] == "strided"]
 
@@ -224,19 +244,7 @@ class _Renderer:
             params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
         params += ["BLOCK_P: tl.constexpr", "BLOCK_C: tl.constexpr", "IDX64: tl.constexpr"]
         body = [
-            "pid = tl.program_id(0)  # one image and BLOCK_C of its output channels",
-            "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
-            "image = pid // n_blocks_c",
-            "channel = (pid % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
-            "pixels = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)",
-            "if IDX64:",
-            "    image = image.to(tl.int64)",
-            "    channel = channel.to(tl.int64)",
-            f"n_pix = {' * '.join(sp.out_sizes)}",
-            "p_mask = pixels < n_pix",
-            "c_mask = channel < n_channels",
-            "mask = p_mask[:, None] & c_mask[None, :]  # pixels are rows, channels columns",
-            *unflatten("pixels", sp.coords, sp.out_sizes),
+            *self._image_tile(),
             "# the library's output is channels-last: (image, pixel, channel), channels contiguous",
             "acc = tl.load(in_conv_out + (image * n_pix + pixels)[:, None] * n_channels + channel[None, :], "
             "mask=mask, other=0).to(tl.float32)",
@@ -298,19 +306,7 @@ class _Renderer:
         tap = " + ".join(f"{k} * {st}" for k, st in zip(sp.taps, sp.w_strides))
         loop = "tl.static_range" if math.prod(self._taps()) <= UNROLLED_TAPS else "range"
         body = [
-            "pid = tl.program_id(0)  # one image and BLOCK_C of its output channels",
-            "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
-            "image = pid // n_blocks_c",
-            "channel = (pid % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
-            "pixels = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)",
-            "if IDX64:",
-            "    image = image.to(tl.int64)",
-            "    channel = channel.to(tl.int64)",
-            f"n_pix = {' * '.join(sp.out_sizes)}",
-            "p_mask = pixels < n_pix",
-            "c_mask = channel < n_channels",
-            "mask = p_mask[:, None] & c_mask[None, :]  # pixels are rows, channels columns",
-            *unflatten("pixels", sp.coords, sp.out_sizes),
+            *self._image_tile(),
             *(f"{start} = {base.affine(c, st, -pd)}" for start, c, st, pd in zip(starts, sp.coords, r.stride,
                                                                                      r.padding)),
             "x_start = image * sx_n + (channel // mult) * sx_c  # the input channel each output channel reads",
