@@ -3,6 +3,7 @@
 # verified winner is taken from the run database (benchmarks/results/bench-h200.sqlite) and run under ncu through
 # `kernelwright inspect --executed --json` (DRAM / tensor-pipe throughput, occupancy, L1/L2 hit rates, spills):
 #   bash scripts/gpu_ncu.sh SECONDS_EACH PROBLEM.py [PROBLEM.py ...]
+# PROBLEM.py=CANDIDATE.py inspects that candidate instead (one the search timed but did not keep, say).
 # 35 s a problem was too little (run 40); in run 43 each took 60-90 s (a verify without timing, about 45 s, then ncu):
 # give each 100-120 s.
 # A problem without a verified winner gets a 45 s search first. Writes $OUT/ncu-NAME.json (and .log) as each finishes; $OUT/ncu-summary.txt has one line a kernel.
@@ -12,12 +13,17 @@ each=${1:?seconds a problem}; shift
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
 out="${OUT:-/tmp/gpu-ncu-out}"
 mkdir -p "$out" /tmp/kw-ncu
-for problem in "$@"; do
+for arg in "$@"; do
+  problem=${arg%%=*}
   name=$(basename "$problem" .py)
-  # The winner: the candidate of the problem's latest run whose verdict passed.
-  # Without one (a row from before candidates were stored), a short search of its own writes one (60 s more).
-  rm -f "/tmp/kw-ncu/$name.py"
-  python3 - "$name" "/tmp/kw-ncu/$name.py" <<'PY'
+  if [ "$arg" != "$problem" ]; then
+    name="$name-$(basename "${arg#*=}" .py)"
+    cp "${arg#*=}" "/tmp/kw-ncu/$name.py" || continue
+  else
+    # The winner: the candidate of the problem's latest run whose verdict passed.
+    # Without one (a row from before candidates were stored), a short search of its own writes one (60 s more).
+    rm -f "/tmp/kw-ncu/$name.py"
+    python3 - "$name" "/tmp/kw-ncu/$name.py" <<'PY'
 import sqlite3, sys
 from pathlib import Path
 db = sqlite3.connect("benchmarks/results/bench-h200.sqlite")
@@ -28,6 +34,7 @@ if row is None:
     sys.exit(1)
 Path(sys.argv[2]).write_text(row[0])
 PY
+  fi
   if [ ! -f "/tmp/kw-ncu/$name.py" ]; then
     echo "$name: no verified winner in the database: searching 45 s for one" >>"$out/ncu-summary.txt"
     timeout 120 python3 -m kernelwright optimize "$problem" --device cuda --budget 45s --out "/tmp/kw-ncu/run-$name" \

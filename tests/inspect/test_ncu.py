@@ -62,6 +62,24 @@ def test_parse_raw_csv() -> None:
     assert launches[2].spill_instructions == 128
 
 
+def test_tensor_count_from_executed_opcodes_not_pipe_counters(summary) -> None:
+    # As read on the H200 (run 45): the hmma pipe counter nonzero in an FFMA-only GEMM, and equal to the gmma one
+    # in an HGMMA kernel. The executed opcodes decide; the counters only where ncu gave no opcodes.
+    head = RAW.splitlines()[3:5]
+    rows = ['"0","1","p","h","ffma_gemm","1","7","(256, 1, 1)","(2048, 1, 1)","0","9.0","1","1","3","0","82",'
+            '"FFMA 4,309,647,360; LDS 342,556,672","0","0","196,608","0.01","12.5"',
+            '"1","1","p","h","attention","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","1","1","3","0","82",'
+            '"HGMMA.64x64x16.F32.BF16 4,194,304; FMUL 35,192,832","0","4,194,304","4,194,304","43.8","23.8"']
+    ffma, attention = ncu.parse_raw_csv("\n".join([*head, *rows]) + "\n")
+    assert ffma.tensor_instructions == 0 and attention.tensor_instructions == 4_194_304
+    assert attention.to_json()["tensor_opcodes"] == {"HGMMA.64x64x16.F32.BF16": 4_194_304}
+    counters_only = ncu.ExecutedKernel(name="k", metrics={"sm__inst_executed_pipe_tensor_op_hmma.sum": 64.0,
+                                                          "sm__inst_executed_pipe_tensor_op_gmma.sum": 64.0})
+    assert counters_only.tensor_instructions == 64
+    static = summary({"FFMA": 2048, "LDS.128": 176}, name="ffma_gemm", threads=256, registers=254)
+    assert not [f for f in ncu.compare([static], [ffma]) if f.code == "executed-mismatch"]
+
+
 def test_scaled_units_are_converted() -> None:
     text = ('"ID","Kernel Name","dram__bytes_read.sum","gpu__time_duration.sum"\n'
             '"","","Mbyte","usecond"\n"0","k","2.5","3"\n')

@@ -77,11 +77,17 @@ class ExecutedKernel:
 
     @property
     def tensor_instructions(self) -> float | None:
+        """Tensor-core instructions executed: from the per-opcode SASS counts where ncu gave them, else the
+        tensor pipes' instruction counters (the largest, not their sum).
+
+        The counters are not instruction counts on sm_90 (run 45, H200, ncu 2025.3, 2026-12-03): the hmma pipe's
+        read 2.1e6 in PyTorch's elementwise copy and 1.97e5 in an FFMA-only GEMM, neither with a tensor opcode
+        among their executed SASS; and in an HGMMA kernel the hmma and gmma counters both read the HGMMA count
+        (4.19e6 each), so their sum doubled it."""
+        if self.opcode_counts:
+            return sum(n for op, n in self.opcode_counts.items() if _is_tensor_opcode(op))
         values = [self.metrics[m] for m in TENSOR_METRICS if m in self.metrics]
-        from_opcodes = sum(n for op, n in self.opcode_counts.items() if _is_tensor_opcode(op))
-        if values:
-            return max(sum(values), from_opcodes)
-        return from_opcodes if self.opcode_counts else None
+        return max(values) if values else None
 
     @property
     def dram_bytes(self) -> float | None:
@@ -115,6 +121,7 @@ class ExecutedKernel:
             "duration_ns_per_launch": _per(self.metrics.get("gpu__time_duration.sum"), self.launches),
             "dram_bytes_per_launch": _per(self.dram_bytes, self.launches),
             "hottest_opcodes": [[op, n] for op, n in self.hottest()],
+            "tensor_opcodes": {op: n for op, n in self.opcode_counts.items() if _is_tensor_opcode(op)},
             "metrics": dict(self.metrics),
         }
 

@@ -139,6 +139,12 @@ class ReductionFamily:
             # [8192, 4096] fp32 0.0862 -> 0.0556 ms (block_n 64, 1024 programs; best of 18 configurations), sum over
             # dim 1 of [64, 4096, 256] 0.0937 -> 0.0794 ms (best 0.0781 at block_m 64, block_n 16).
             splits.insert(0, {**split, "block_m": min(_pow2(n_inner), 256)})
+            # Narrow tiles walked many times, as Inductor splits it: its min_dim0 kernel (scripts/inductor_code.py,
+            # run 46, H200, 2026-12-03) reduced 32 shares of 256 rows each in 32.2 us (its merge 2.3 us) against
+            # our 43.0 us partial kernel (a [64 x 256] tile, one program an SM). 64 columns x 8 rows over 4
+            # warps is 4 registers of values a thread, so many programs share an SM. A lead, not yet timed.
+            splits.append({**split, "block_m": min(_pow2(n_inner), 64), "block_n": min(8, _pow2(n_red)),
+                           "num_warps": 4, "programs": 2 * split["programs"]})
         if programs < 2 * sm_count(arch) and n_red >= 4 * block_n:
             return [*splits, *configs]
         if programs < split["programs"]:
