@@ -278,6 +278,27 @@ def test_split_rows_then_merge(check) -> None:
     _assert_compiled(verdict)
 
 
+def test_pipelined_loops_keep_the_results(check, tmp_path) -> None:
+    # A configuration's `stages` walks the reduced dim with Triton's software-pipelined tl.range (the interpreter
+    # runs it as a plain loop): the strided split (min over dim 0, 200 columns: the wide split is first) and a
+    # row loop (rows past 16K elements walk in chunks by default), with masked tails in both.
+    plan, verdict = check("pipelined", """
+        class Model(nn.Module):
+            def forward(self, x, y):
+                return torch.min(x, dim=0).values, torch.sum(y, dim=-1)
+
+        def get_inputs():
+            return [torch.randn(300, 200), torch.randn(5, 20000)]
+
+        def get_init_inputs():
+            return []
+    """, config_overrides={"stages": 3}, distribution_trials=False)
+    assert _families(plan) == ["reduction"] * 2 and plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+    source = (tmp_path / "pipelined_candidate.py").read_text()
+    assert source.count("num_stages=3):") == 2 and "kw_reduction_0_partial_kernel" in source
+
+
 @pytest.mark.parametrize("config_index", [0, 2])
 def test_integer_sums_count_exactly_in_int64(check, config_index: int) -> None:
     # A sum of a mask or of integers is int64 in PyTorch (cross-entropy's mean divides by the count of targets

@@ -74,10 +74,11 @@ def test_int32_to_int64_and_bf16_with_fp32_accumulation(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
-@pytest.mark.parametrize("config_index", [0, 2])
+@pytest.mark.parametrize("config_index", [0, 2, 99])
 def test_inner_dim_cumsum_with_broadcast_prologue(check, config_index: int) -> None:
     # Config 2 (COLS 16, BLOCK 1024) gives two column blocks per outer index (20 columns, masked) and two tiles
-    # down the 127 steps (64 each): both the masking and the carried total are exercised.
+    # down the 127 steps (64 each): both the masking and the carried total are exercised. 99, the last: the loop
+    # pipelined four stages deep (tl.range), 32 steps a tile.
     plan, verdict = check(f"cumsum_inner_{config_index}", """
         class Model(nn.Module):
             def __init__(self, features):

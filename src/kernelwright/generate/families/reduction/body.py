@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import Config, Group
+from kernelwright.generate.families.base import Config, Group, loop_header
 from kernelwright.generate.families.reduction.model import FULL, VEC, Op, Spec, full_class, vec_class
 from kernelwright.generate.graph import ProblemGraph, node_inputs
 
@@ -436,7 +436,7 @@ class BodyWriter:
             for op in pass_reduces:
                 for line in self.reduce_init(op):
                     self.vec.emit(line)
-            self.vec.emit("for start in range(0, n_red, BLOCK_N):")
+            self.vec.emit(loop_header("start", "0", "n_red", "BLOCK_N", self.config))
             loop = Ctx("tile", "v", self.lines, "        ")
             for line in self.chunk_lines("start"):
                 loop.emit(line)
@@ -470,7 +470,7 @@ class BodyWriter:
         for op in reduces:
             for line in self.reduce_init(op):
                 self.vec.emit(line)
-        self.vec.emit(f"for start in range({self.lo}, {self.hi}, BLOCK_N):")
+        self.vec.emit(loop_header("start", self.lo, self.hi, "BLOCK_N", self.config))
         loop = Ctx("tile", "v", self.lines, "        ")
         for line in self.chunk_lines("start"):
             loop.emit(line)

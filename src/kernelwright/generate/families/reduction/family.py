@@ -145,6 +145,8 @@ class ReductionFamily:
             # warps is 4 registers of values a thread, so many programs share an SM. A lead, not yet timed.
             splits.append({**split, "block_m": min(_pow2(n_inner), 64), "block_n": min(8, _pow2(n_red)),
                            "num_warps": 4, "programs": 2 * split["programs"]})
+            # The wide split with its loads software-pipelined three tiles deep (base.loop_header). A lead.
+            splits.append({**splits[0], "stages": 3})
         if programs < 2 * sm_count(arch) and n_red >= 4 * block_n:
             return [*splits, *configs]
         if programs < split["programs"]:

@@ -197,10 +197,10 @@ class _Writer:
         length, tile = ("n_cols", "BLOCK_N") if rows else ("n_scan", "BLOCK_L")
         head = []
         if self.reverse:  # from the last tile to the first, each scanned from its end
-            body.append(f"for back in range(0, {length}, {tile}):")
+            body.append(base.loop_header("back", "0", length, tile, self.config))
             head.append(f"start = ({length} - 1) // {tile} * {tile} - back")
         else:
-            body.append(f"for start in range(0, {length}, {tile}):")
+            body.append(base.loop_header("start", "0", length, tile, self.config))
         if rows:
             head += ["cols = start + lanes", "mask = row_mask[:, None] & (cols < n_cols)[None, :]"]
         else:
