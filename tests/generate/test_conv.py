@@ -69,7 +69,7 @@ def test_space_library_first_then_implicit_gemm(tmp_path) -> None:
     space = ConvFamily().space(graph, group, "sm_90a")
     assert space[0]["variant"] == "library"
     gemm = [c for c in space[1:] if c["variant"] == "implicit_gemm"]
-    assert [c["variant"] for c in space[-2:]] == ["library_nhwc"] * 2  # the channels-last library, last
+    assert [c["variant"] for c in space[-2:]] == ["library_nhwc"] * 2  # fp32: the channels-last library, last
     assert len(gemm) == len(space) - 3 >= 2
     assert all(c["precision"] == "ieee" for c in gemm)  # an fp32 problem: no TF32 unless the policy allows it
 
@@ -89,15 +89,19 @@ def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape
     assert library == (config_index in (0, 99))  # config 1 is the Triton convolution: no library conv at all
 
 
-@pytest.mark.parametrize("config_index", [1])
-def test_conv_eval_batchnorm_relu_bf16(check, config_index: int) -> None:
-    # Config 1 is the implicit GEMM reading the input channels-last (16 input channels). (The library variant's
-    # batch norm: the residual test below.)
+@pytest.mark.parametrize("config_index", [0, 2])
+def test_conv_eval_batchnorm_relu_bf16(check, tmp_path, config_index: int) -> None:
+    # Config 0, half precision's default: the library on channels-last tensors, the input copied channels-last by
+    # our own kernel (15 x 15 pixels: a masked pixel tile). Config 2 is the implicit GEMM reading the input
+    # channels-last (16 input channels). (The NCHW library variant's batch norm: the residual test below.)
     plan, verdict = check(f"conv_bn_relu_bf16_{config_index}", CONV_BN_RELU_BF16, config_index=config_index,
                           distribution_trials=False)
     (group,) = _conv_groups(plan)
     assert plan.fully_covered and group.detail["bn"] is not None
     assert verdict.status is Status.PASSED, verdict.message
+    source = (tmp_path / f"conv_bn_relu_bf16_{config_index}_candidate.py").read_text()
+    assert ("_channels_last_kernel[" in source) == (config_index == 0)
+    assert any(k.name == "aten::convolution" for k in verdict.kernels) == (config_index == 0)
 
 
 @pytest.mark.parametrize("config_index", [0, 3, 99])
@@ -562,9 +566,9 @@ def test_tma_variant_only_where_it_applies(tmp_path) -> None:
         (group,) = _conv_groups(make_plan(graph))
         return [c["variant"] for c in ConvFamily().space(graph, group, arch)]
 
-    stride_one = _TMA_CONVS[2]  # with an epilogue: the library variant (measured fastest in run 39) first
-    assert space(stride_one)[:3] == ["library", "tma", "tma"]
-    assert space(_TMA_CONVS[1])[:2] == ["library", "tma"]
+    stride_one = _TMA_CONVS[2]  # with an epilogue: the library variants (measured fastest in runs 39, 47) first
+    assert space(stride_one)[:4] == ["library_nhwc", "library", "tma", "tma"]
+    assert space(_TMA_CONVS[1])[:2] == ["library", "tma"]  # 1-D: no channels-last library
     assert "tma" not in space(stride_one, "sm_80") and "tma" not in space(stride_one, "sm_89")  # no TMA unit
     assert "tma" not in space(CONV_BN_RELU_BF16)  # stride 2: a tap's pixels are not one box
     assert "tma" not in space(CONV_BIAS_RELU.format(stride=1))  # fp32: the FMA dot (see the GEMM family)

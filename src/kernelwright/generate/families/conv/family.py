@@ -46,10 +46,22 @@ class ConvFamily:
             configs += [{"variant": "direct", "BLOCK": 1024, "num_warps": 4},
                         {"variant": "direct", "BLOCK": 256, "num_warps": 2},
                         {"variant": "direct", "BLOCK": 2048, "num_warps": 8}]
+        nhwc: list[Config] = []
+        if (group_roles.bn is not None or group_roles.pointwise) and len(weight) in (4, 5):
+            # The library convolution on channels-last tensors (the input's copy our own kernel), its output read
+            # channels-last by our epilogue (pixels x channels tiles) and written NCHW. On the H200 (runs 43, 47,
+            # 2026-12-03, conv2d_bn_relu_bf16, 32 x 128 x 64 x 64, 3 x 3): the NCHW library variant spent 58.6 us
+            # of 0.151 ms in cuDNN's own layout kernels (ncu); this one ran 0.1108 ms (do_bench, 64 x 64 tiles;
+            # 128 x 32: 0.1137) against the NCHW library's 0.1514 in the same sweep — first for half precision
+            # (the other tile last). fp32 not yet timed: both last there.
+            nhwc = [{"variant": "library_nhwc", "BLOCK_P": 64, "BLOCK_C": 64, "num_warps": 4},
+                    {"variant": "library_nhwc", "BLOCK_P": 128, "BLOCK_C": 32, "num_warps": 4}]
         if group_roles.bn is not None or group_roles.pointwise:
             # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
             # Not for a bias alone: the library's convolution would then do all the reference does (the verifier
             # rejects that as no-own-kernel).
+            if dtype != torch.float32 and nhwc:
+                configs.append(nhwc.pop(0))
             configs.append({"variant": "library", "BLOCK": 1024, "num_warps": 4})
         if (dtype != torch.float32 and has_tma(arch) and not group_roles.transposed and group_roles.groups == 1
                 and all(st == 1 for st in group_roles.stride)):
@@ -97,15 +109,7 @@ class ConvFamily:
                 continue
             configs.append({"variant": "implicit_gemm", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
                             "num_warps": warps, "num_stages": stages, "layout": layout, "precision": precision})
-        if (group_roles.bn is not None or group_roles.pointwise) and len(weight) in (4, 5):
-            # The library convolution on channels-last tensors, its output read channels-last by our epilogue
-            # (pixels x channels tiles) and written NCHW. ncu on the H200 (run 43, 2026-12-03, conv2d_bn_relu_bf16,
-            # 32 x 64 -> 128 x 64 x 64, 3 x 3): the library variant's cuDNN call spent 58.6 us in its own NCHW <->
-            # NHWC layout kernels beside a 61.3 us convolution, and 17.1 us went to our epilogue; this one leaves
-            # cuDNN no output transpose to make. A lead, not yet timed: last, so the positions above stay.
-            configs += [{"variant": "library_nhwc", "BLOCK_P": 64, "BLOCK_C": 64, "num_warps": 4},
-                        {"variant": "library_nhwc", "BLOCK_P": 128, "BLOCK_C": 32, "num_warps": 4}]
-        return configs
+        return configs + nhwc
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
         return write(graph, group, config, ident)

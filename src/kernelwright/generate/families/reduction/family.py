@@ -139,14 +139,16 @@ class ReductionFamily:
             # [8192, 4096] fp32 0.0862 -> 0.0556 ms (block_n 64, 1024 programs; best of 18 configurations), sum over
             # dim 1 of [64, 4096, 256] 0.0937 -> 0.0794 ms (best 0.0781 at block_m 64, block_n 16).
             splits.insert(0, {**split, "block_m": min(_pow2(n_inner), 256)})
-            # Narrow tiles walked many times, as Inductor splits it: its min_dim0 kernel (scripts/inductor_code.py,
-            # run 46, H200, 2026-12-03) reduced 32 shares of 256 rows each in 32.2 us (its merge 2.3 us) against
-            # our 43.0 us partial kernel (a [64 x 256] tile, one program an SM). 64 columns x 8 rows over 4
-            # warps is 4 registers of values a thread, so many programs share an SM. A lead, not yet timed.
-            splits.append({**split, "block_m": min(_pow2(n_inner), 64), "block_n": min(8, _pow2(n_red)),
-                           "num_warps": 4, "programs": 2 * split["programs"]})
-            # The wide split with its loads software-pipelined three tiles deep (base.loop_header). A lead.
-            splits.append({**splits[0], "stages": 3})
+            # Fewer registers a program, more programs an SM: Inductor's min_dim0 kernel (scripts/inductor_code.py,
+            # run 46, H200, 2026-12-03) reduced 32 shares of 256 rows in 32.2 us against our 43.0 us partial
+            # kernel (a [64 x 256] tile over 8 warps, one program an SM). Swept (family_sweep.py --grid block_m x
+            # block_n x warps x programs x stages, 48 configurations, do_bench, run 47): 64 columns x 64 (or 16)
+            # rows over 4 warps and 1,024 programs led at 0.0478 (0.0480) ms; the same tile over 8 warps 0.0618,
+            # Inductor's shape (64 x 8, 2,048 programs) 0.0604-0.0649, and the wide tile above read 0.0862 there
+            # (0.0552 through the verifier in run 33: this sweep's timings of min_dim0 are not steady, so the
+            # verifier's timing of each decides). Pipelining (stages 3) changed none by more than 8%.
+            splits += [{**split, "block_m": min(_pow2(n_inner), 64), "num_warps": 4},
+                       {**split, "block_m": min(_pow2(n_inner), 64), "block_n": min(16, _pow2(n_red)), "num_warps": 4}]
         if programs < 2 * sm_count(arch) and n_red >= 4 * block_n:
             return [*splits, *configs]
         if programs < split["programs"]:

@@ -52,11 +52,14 @@ class ScanFamily:
             return [{"BLOCK": b, "num_warps": w} for b, w in ((1024, 4), (2048, 8), (4096, 8), (4096, 16), (512, 4))]
         # Inner-dim scans: COLS neighbouring columns per program (>= 32 fp32 = one 128-byte line per row of the
         # tile); fewer columns give more programs when outer * inner is small.
-        # The last two pipeline the loop's loads (base.loop_header): a program walks 4096 steps of cumsum_dim1 with
-        # one tile in flight otherwise (its row read 0.87x max-autotune at 74% of the floor, run 16; Inductor 177-227 us in run 46). Leads.
+        # The first two pipeline the loop's loads (base.loop_header): without, a program walking the 4096 steps of
+        # cumsum_dim1 has one tile in flight. Measured (scripts/family_sweep.py --grid BLOCK x COLS x warps x
+        # stages, 36 configurations, do_bench, run 47, H200, 2026-12-03), cumsum over dim 1 of [16, 4096, 1024]
+        # fp32: BLOCK 2048, COLS 32, 4 warps 0.1741 -> 0.1506 ms with 3 stages (the best of the 36), 1024 x 32 with
+        # 4 stages 0.1546; 8 warps and 64 columns were slower at every depth.
         plain = [{"BLOCK": b, "COLS": c, "num_warps": w}
                  for b, c, w in ((2048, 32, 4), (4096, 64, 8), (1024, 16, 4), (2048, 64, 4), (8192, 128, 8))]
-        return [*plain, {**plain[0], "stages": 3}, {"BLOCK": 1024, "COLS": 32, "num_warps": 4, "stages": 4}]
+        return [{**plain[0], "stages": 3}, {"BLOCK": 1024, "COLS": 32, "num_warps": 4, "stages": 4}, *plain]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
         return write(graph, group, config, ident)
