@@ -4,7 +4,8 @@
 # A problem's budget includes its verify (60-100 s alone on the H200) and, with --jobs, its waits for the GPU lock
 # (rows took 190-363 s at --jobs 4 in run 16): under about 4 minutes a problem, verifies are cut (timeout rows).
 # The run database travels with the repository (benchmarks/results/bench-h200.sqlite): finished rows and cached
-# baseline timings accumulate across calls and sessions (--resume). After the call, copy $OUT/bench-h200.sqlite
+# baseline timings accumulate across calls and sessions (--resume skips a row finished by the same code: a change
+# to kernelwright's sources re-measures it; baselines are reused whatever changed). After the call, copy $OUT/bench-h200.sqlite
 # over it and commit it; $OUT also holds results.json, report.md, report.html and the problems' folders (tgz).
 set -u
 cd "$(dirname "$0")/.."

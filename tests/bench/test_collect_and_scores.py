@@ -134,3 +134,19 @@ def test_a_row_a_budget_cut_short_is_not_finished() -> None:
     assert _cut_short({"findings": ["budget-spent"], "notes": []})
     assert _cut_short({"findings": [], "notes": ["baselines-cut", "low-occupancy"]})
     assert not _cut_short({"findings": ["mismatch"], "notes": ["baseline-failed"]})
+
+
+def test_a_row_key_follows_the_code_that_made_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --resume reuses a row only for the same kernelwright source: a changed template is a new row, although the
+    # version number stays the same.
+    from kernelwright.bench import runner
+
+    problem = runner.BenchProblem("p", tmp_path / "p.py")
+    problem.path.write_text("x = 1\n")
+    settings = runner.BenchSettings(out_dir=tmp_path, device="cpu")
+    where = runner.machine()
+    assert len(where["source"]) == 24 and where["source"] == runner.source_fingerprint()
+    changed = {**where, "source": "0" * 24}
+    assert runner.row_key(problem, settings, where) != runner.row_key(problem, settings, changed)
+    assert runner.row_key(problem, settings, where) == runner.row_key(problem, settings, runner.machine())
+    assert runner.baseline_key(problem, settings, where) == runner.baseline_key(problem, settings, changed)

@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "as not run (default: none)")
     p.add_argument("--resume", action="store_true",
                    help="skip problems this bench already finished on this machine (same problem, device, "
-                        "versions and settings; rows are kept in the run database)")
+                        "versions, kernelwright source and settings; rows are kept in the run database)")
     p.add_argument("--baselines", type=_baselines, default=("eager", "compile", "compile_max_autotune"),
                    help="baselines to time: eager,compile,max-autotune (default all; eager is always timed). "
                         "Their timings are cached per problem, device and toolchain and reused")

@@ -2,8 +2,10 @@
 budgets, resumable, several problems side by side on one GPU.
 
 A row is stored in the run database under a key of everything that decides it — the problem's content, the
-solution's, the device, torch, triton, kernelwright, and the bench's settings — so ``--resume`` skips a problem
-only when the same bench of the same problem on the same machine already finished. The baselines' timings (eager,
+solution's, the device, torch, triton, kernelwright's version and the fingerprint of its source (a template or
+verifier changed since makes a new row: the version number alone stays 0.1.0 across them), and the bench's
+settings — so ``--resume`` skips a problem only when the same bench of the same code on the same machine already
+finished. The baselines' timings (eager,
 torch.compile, max-autotune) are stored under a key without the kernel's side and reused by any later bench of that
 problem on that device and toolchain: on the GPU they are a third of a verify's time.
 
@@ -15,6 +17,7 @@ measurements never do.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -87,7 +90,19 @@ def machine() -> dict[str, Any]:
     except ImportError:
         triton_version = None
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    return {"device": device, "torch": torch.__version__, "triton": triton_version, "kernelwright": __version__}
+    return {"device": device, "torch": torch.__version__, "triton": triton_version, "kernelwright": __version__,
+            "source": source_fingerprint()}
+
+
+@functools.lru_cache(maxsize=1)
+def source_fingerprint() -> str:
+    """sha256 over kernelwright's Python sources (paths and contents, in path order): the code that wrote and
+    judged a row. A resumed bench reuses rows of this code only."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:24]
 
 
 def _hash(data: Any) -> str:
@@ -102,6 +117,9 @@ def row_key(problem: BenchProblem, settings: BenchSettings, where: dict[str, Any
 def baseline_key(problem: BenchProblem, settings: BenchSettings, where: dict[str, Any]) -> str:
     from kernelwright.config import config
 
+    # PyTorch's timings do not depend on our code (the timing protocol's settings are in the key): reused across
+    # kernelwright versions, as they always were
+    where = {k: v for k, v in where.items() if k != "source"}
     return _hash({"problem": _sha(problem.path), "machine": where, "allow_tf32": settings.policy.allow_tf32,
                   "timing": [config.timing_target_ms, config.timing_min_reps, config.timing_max_reps,
                              config.input_sets]})
