@@ -6,7 +6,8 @@
 # The run database travels with the repository (benchmarks/results/bench-h200.sqlite): finished rows and cached
 # baseline timings accumulate across calls and sessions (--resume skips a row finished by the same code: a change
 # to kernelwright's sources re-measures it; baselines are reused whatever changed). After the call, copy $OUT/bench-h200.sqlite
-# over it and commit it; $OUT also holds results.json, report.md, report.html and the problems' folders (tgz).
+# over it and commit it; $OUT also holds bench.log and bench-runs.tgz (results.json, report.md, report.html and the
+# problems' folders): three files, as a device call returns at most 8.
 set -u
 cd "$(dirname "$0")/.."
 limit=${1:?seconds}; shift
@@ -38,6 +39,5 @@ timeout --signal=INT --kill-after=90 "$limit" python3 -m kernelwright bench --re
 echo "== bench: exit $?, $((SECONDS - start)) s =="
 grep -v '^bench ' "$out/bench.log" | tail -5; grep '^bench ' "$out/bench.log" | tail -1
 cp "$work/runs.sqlite" "$out/bench-h200.sqlite"
-cp "$work/bench/results.json" "$work/bench/report.md" "$work/bench/report.html" "$out/" 2>/dev/null
 tar czf "$out/bench-runs.tgz" -C "$work" bench --exclude='*.so' --exclude='__pycache__' 2>/dev/null
 cat "$work/bench/report.md" 2>/dev/null | tail -45

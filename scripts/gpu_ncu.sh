@@ -6,13 +6,17 @@
 # PROBLEM.py=CANDIDATE.py inspects that candidate instead (one the search timed but did not keep, say).
 # 35 s a problem was too little (run 40); in run 43 each took 60-90 s (a verify without timing, about 45 s, then ncu):
 # give each 100-120 s.
-# A problem without a verified winner gets a 45 s search first. Writes $OUT/ncu-NAME.json (and .log) as each finishes; $OUT/ncu-summary.txt has one line a kernel.
+# A problem without a verified winner gets a 45 s search first. $OUT/ncu-summary.txt has one line a kernel; the
+# reports (ncu-NAME.json, its .log, the searches' logs) are packed into $OUT/ncu-reports.tgz as each finishes (a
+# device call returns at most 8 files: run 46 lost the ones past that).
 set -u
 cd "$(dirname "$0")/.."
 each=${1:?seconds a problem}; shift
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
 out="${OUT:-/tmp/gpu-ncu-out}"
-mkdir -p "$out" /tmp/kw-ncu
+reports=/tmp/kw-ncu/reports
+mkdir -p "$out" "$reports"
+pack() { tar czf "$out/ncu-reports.tgz" -C "$reports" . 2>/dev/null; }
 for arg in "$@"; do
   problem=${arg%%=*}
   name=$(basename "$problem" .py)
@@ -38,13 +42,13 @@ PY
   if [ ! -f "/tmp/kw-ncu/$name.py" ]; then
     echo "$name: no verified winner in the database: searching 45 s for one" >>"$out/ncu-summary.txt"
     timeout 120 python3 -m kernelwright optimize "$problem" --device cuda --budget 45s --out "/tmp/kw-ncu/run-$name" \
-      >"$out/optimize-$name.log" 2>&1 && cp "/tmp/kw-ncu/run-$name/best.py" "/tmp/kw-ncu/$name.py" \
-      || { echo "$name: no winner from the search either (optimize-$name.log)" >>"$out/ncu-summary.txt"; continue; }
+      >"$reports/optimize-$name.log" 2>&1 && cp "/tmp/kw-ncu/run-$name/best.py" "/tmp/kw-ncu/$name.py" \
+      || { echo "$name: no winner from the search either (optimize-$name.log)" >>"$out/ncu-summary.txt"; pack; continue; }
   fi
   timeout --signal=INT --kill-after=20 "$each" python3 -m kernelwright inspect "/tmp/kw-ncu/$name.py" \
-    --problem "$problem" --executed --json >"$out/ncu-$name.json" 2>"$out/ncu-$name.log"
+    --problem "$problem" --executed --json >"$reports/ncu-$name.json" 2>"$reports/ncu-$name.log"
   echo "== $name: exit $?" >>"$out/ncu-summary.txt"
-  python3 - "$out/ncu-$name.json" >>"$out/ncu-summary.txt" 2>&1 <<'PY'
+  python3 - "$reports/ncu-$name.json" >>"$out/ncu-summary.txt" 2>&1 <<'PY'
 import json, sys
 try:
     data = json.load(open(sys.argv[1]))
@@ -62,5 +66,6 @@ for k in (data.get("executed") or {}).get("kernels", []):
 for f in (data.get("executed") or {}).get("findings", []):
     print("   finding:", json.dumps(f)[:300])
 PY
+  pack
 done
 cat "$out/ncu-summary.txt"
