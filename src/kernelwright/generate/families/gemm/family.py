@@ -19,7 +19,7 @@ from kernelwright.generate.families.base import (
 )
 from kernelwright.generate.families.gemm.growing import grow
 from kernelwright.generate.families.gemm.matching import ANCHORS, match_matmul
-from kernelwright.generate.families.gemm.model import GemmPlan
+from kernelwright.generate.families.gemm.model import GemmPlan, dim_size
 from kernelwright.generate.families.gemm.writing import write
 from kernelwright.generate.graph import Node, ProblemGraph
 
@@ -109,6 +109,35 @@ def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[dict[st
     return [tma[0], deep, *tma[1:], *pointer[:2]]
 
 
+# Split K where the output has too few tiles for the SMs but K is long (KernelBench level 1's 6_Matmul_with_large_K:
+# 256 x 256 from K = 524,288 is 4 tiles of 128 x 128 for 132 SMs): shares of K reduced by separate programs into
+# an fp32 workspace, then a kernel summing them in a fixed order with the epilogue. Offered first there, a
+# 64 x 64 tile of the first pointer configuration with enough shares for about two programs an SM. A lead, not
+# yet timed on the H200.
+_SPLIT_MIN_K_STEPS = 64  # K steps a tile would walk alone before splitting pays for the workspace pass
+
+
+def _split_k_first(configs: list[dict[str, object]], plan: GemmPlan, arch: str) -> list[dict[str, object]]:
+    if plan.batched:
+        return configs
+    (m, k), n = (dim_size(d) for d in plan.a.dims[-2:]), dim_size(plan.b.dims[-1])
+    pointer = next((c for c in configs if c.get("variant", "pointer") == "pointer"), None)
+    if pointer is None:
+        return configs
+    sms = sm_count(arch)
+    split: list[dict[str, object]] = []
+    for tile in ({**pointer, "BLOCK_M": 64, "BLOCK_N": 64}, pointer):
+        tiles = -(-m // int(tile["BLOCK_M"])) * -(-n // int(tile["BLOCK_N"]))
+        steps = -(-k // int(tile["BLOCK_K"]))
+        if tiles >= sms or steps < _SPLIT_MIN_K_STEPS:
+            continue
+        shares = 1 << max(1, (2 * sms // tiles).bit_length() - 1)  # a power of two, at least 2
+        shares = min(shares, steps // 16, 256)  # each share at least 16 K steps
+        if shares >= 2:
+            split.append({**tile, "split_k": shares})
+    return [*split, *configs]
+
+
 def _config(entry: tuple[int, ...], precision: str) -> dict[str, object]:
     bm, bn, bk, group_m, stages, warps = entry
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "num_stages": stages,
@@ -145,6 +174,7 @@ class GemmFamily:
             # A K-major B (nn.Linear's weight) copied N-major first: writing.py has the figures.
             configs = [{**_config(c, "ieee"), "b_copy": True} for c in _FP32_CONFIGS]
             configs.append(_config(_TF32X3_CONFIG, "tf32x3"))
+        configs = _split_k_first(configs, plan, arch)
         itemsize = max(plan.a.load_dtype.itemsize, plan.b.load_dtype.itemsize, plan.a.dtype.itemsize)
         limit = _smem_limit(arch)
         fitting = [c for c in configs if smem_bytes(c, itemsize) <= limit]

@@ -73,7 +73,7 @@ class _Writer:
         self.graph, self.group, self.config, self.ident = graph, group, config, ident
         self.plan: GemmPlan = group.detail["gemm"]
         taken = set(group.inputs)
-        names = ("mat_a", "mat_b", "M", "N", "K", "batch", "start", "grid")
+        names = ("mat_a", "mat_b", "M", "N", "K", "batch", "start", "grid", "ws", "n_split", "k_split")
         self.local = {n: self._fresh(n, taken) for n in names}
         anchor_shape = [dim_size(d) for d in self.plan.levels[self.plan.anchor]]
         self.operands = list(self.plan.operand_levels)
@@ -121,8 +121,11 @@ class _Writer:
             raise ValueError(f"gemm config variant={variant!r}: use 'pointer' (cp.async loads, a program a tile) "
                              "or 'tma' (tensor-descriptor loads, a persistent grid)")
         tma = variant == "tma"
+        split = int(cfg.get("split_k") or 1) > 1
+        if split and (tma or plan.batched):
+            raise ValueError("gemm config split_k: only the pointer variant of an unbatched GEMM splits K")
         lines = ["@triton.jit", f"def {kernel}("]
-        lines += _wrap(self.kernel_params(tma), "    ")
+        lines += _wrap(self.split_params() if split else self.kernel_params(tma), "    ")
         lines += ["    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,",
                   "    GROUP_M: tl.constexpr,",
                   *(["    A_T: tl.constexpr, B_T: tl.constexpr,"] if tma else []),
@@ -130,16 +133,20 @@ class _Writer:
         if tma:
             lines += [f"    {line}" for line in self.tma_loop()]
             lines += [f"        {line}" for line in self.epilogue()]
+        elif split:
+            lines += [f"    {line}" for line in (*self.main_loop(split=True), *self.partial_store())]
+            lines += ["", "", *self.split_epilogue_kernel()]
         else:
             lines += [f"    {line}" for line in (*self.main_loop(), *self.epilogue())]
         lines += ["", "", *_ALIGNED.format(ident=self.ident).splitlines(), "", ""]
         if tma:
             lines += [*TMA_READY_SOURCE.format(ident=self.ident).splitlines(), "", "",
                       *SM_COUNT_SOURCE.format(ident=self.ident).splitlines(), "", ""]
-        lines += self.launcher(kernel, tma)
+        lines += self.launcher(kernel, tma, split)
         dot = cfg["precision"] if plan.a.dtype == torch.float32 else str(plan.a.dtype).removeprefix("torch.")
         notes = (f"{plan.anchor}: {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} tiles, {dot} dot"
-                 + (", TMA loads, persistent grid" if tma else ""),)
+                 + (", TMA loads, persistent grid" if tma else "")
+                 + (f", K split in up to {cfg['split_k']} shares" if split else ""),)
         return Rendered(source="\n".join(lines), launcher=self.ident, notes=notes)
 
     def kernel_params(self, tma: bool = False) -> list[str]:
@@ -153,17 +160,58 @@ class _Writer:
             params += ["batch0", "stride_ab", "stride_am", "stride_ak", "stride_bb", "stride_bk", "stride_bn"]
         else:
             params += ["stride_am", "stride_ak", "stride_bk", "stride_bn"]
+        return params + self.operand_stride_params()
+
+    def operand_stride_params(self) -> list[str]:
+        params: list[str] = []
         for v in self.operands:
             mode = self.modes[v][0]
             if mode == "scalar":
                 continue
-            if plan.batched:
+            if self.plan.batched:
                 params.append(f"stride_{v}_b")
             params += {"row": [f"stride_{v}_n"], "col": [f"stride_{v}_m"],
                        "tile": [f"stride_{v}_m", f"stride_{v}_n"]}[mode]
         return params
 
-    def main_loop(self) -> list[str]:
+    def split_params(self) -> list[str]:
+        """Split K's first kernel: a share of K a program (grid axis 1), its fp32 partial tile to a workspace."""
+        return ["a_ptr", "b_ptr", "ws_ptr", "M", "N", "K", "K_SPLIT", "stride_am", "stride_ak", "stride_bk",
+                "stride_bn"]
+
+    def partial_store(self) -> list[str]:
+        return ["# This share's partial tile, in fp32, to its plane of the workspace: the second kernel sums the",
+                "# planes in a fixed order (deterministic) and applies the epilogue.",
+                "mask = mask_m[:, None] & mask_n[None, :]",
+                "ws_ptr += tl.program_id(1).to(tl.int64) * M * N",
+                "tl.store(ws_ptr + (row0 + rm[:, None]) * N + (col0 + rn[None, :]), acc, mask=mask)"]
+
+    def split_epilogue_kernel(self) -> list[str]:
+        """Split K's second kernel: a tile a program, the shares' partial tiles summed, then the epilogue."""
+        params = ["ws_ptr", *(f"in_{v}" for v in self.operands), *(f"out_{o}" for o in self.outputs), "M", "N",
+                  "n_split", *self.operand_stride_params()]
+        body = [
+            "pid = tl.program_id(0)",
+            "num_pid_n = tl.cdiv(N, BLOCK_N)",
+            "row0 = (pid // num_pid_n).to(tl.int64) * BLOCK_M",
+            "col0 = (pid % num_pid_n).to(tl.int64) * BLOCK_N",
+            "rm = tl.arange(0, BLOCK_M)",
+            "rn = tl.arange(0, BLOCK_N)",
+            "mask_m = rm < M - row0",
+            "mask_n = rn < N - col0",
+            "ws_ptrs = ws_ptr + (row0 + rm[:, None]) * N + (col0 + rn[None, :])",
+            "plane = M.to(tl.int64) * N",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "for s in range(0, n_split):",
+            "    acc += tl.load(ws_ptrs, mask=mask_m[:, None] & mask_n[None, :], other=0.0)",
+            "    ws_ptrs += plane",
+            *self.epilogue(),
+        ]
+        return ["@triton.jit", f"def {self.ident}_splitk_epilogue(", *_wrap(params, "    "),
+                "    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,", "):",
+                *(f"    {line}" for line in body)]
+
+    def main_loop(self, split: bool = False) -> list[str]:
         plan = self.plan
         body = [
             "# Grouped program order: GROUP_M row blocks in a row walk the same column blocks of B, so each",
@@ -187,6 +235,14 @@ class _Writer:
                      "b_ptr += bid * stride_bb + col0 * stride_bn"]
         else:
             body += ["a_ptr += row0 * stride_am", "b_ptr += col0 * stride_bn"]
+        extent = "K"
+        if split:
+            extent = "k_len"
+            body += ["# This program's share of K: K_SPLIT (a multiple of BLOCK_K) from k_lo.",
+                     "k_lo = tl.program_id(1).to(tl.int64) * K_SPLIT",
+                     "a_ptr += k_lo * stride_ak",
+                     "b_ptr += k_lo * stride_bk",
+                     "k_len = tl.minimum(K - k_lo, K_SPLIT).to(tl.int32)"]
         cast_a = "" if plan.a.load_dtype == plan.a.dtype else f".to({expr.TL_DTYPE[plan.a.dtype]})"
         cast_b = "" if plan.b.load_dtype == plan.b.dtype else f".to({expr.TL_DTYPE[plan.b.dtype]})"
         precision = f', input_precision="{self.config["precision"]}"' if plan.a.dtype == torch.float32 else ""
@@ -197,11 +253,11 @@ class _Writer:
             # B's tile loaded as [BLOCK_N, BLOCK_K] and transposed for the dot: the same values, another load
             # layout (a lead for a K-major B, nn.Linear's weight; timed with scripts/family_sweep.py --grid).
             b_loop = ["b_ptrs = b_ptr + rn[:, None] * stride_bn + rk[None, :] * stride_bk",
-                      f"    b = tl.load(b_ptrs, mask=mask_n[:, None] & (rk[None, :] < K - k), other=0.0){cast_b}",
+                      f"    b = tl.load(b_ptrs, mask=mask_n[:, None] & (rk[None, :] < {extent} - k), other=0.0){cast_b}",
                       f"    acc = tl.dot(a, tl.trans(b), acc=acc{precision})"]
         else:
             b_loop = ["b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn",
-                      f"    b = tl.load(b_ptrs, mask=(rk[:, None] < K - k) & mask_n[None, :], other=0.0){cast_b}",
+                      f"    b = tl.load(b_ptrs, mask=(rk[:, None] < {extent} - k) & mask_n[None, :], other=0.0){cast_b}",
                       f"    acc = tl.dot(a, b, acc=acc{precision})"]
         return body + [
             "rm = tl.arange(0, BLOCK_M)",
@@ -212,8 +268,8 @@ class _Writer:
             "a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak",
             *b_loop[:1],
             "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-            "for k in range(0, K, BLOCK_K):",
-            f"    a = tl.load(a_ptrs, mask=mask_m[:, None] & (rk[None, :] < K - k), other=0.0){cast_a}",
+            f"for k in range(0, {extent}, BLOCK_K):",
+            f"    a = tl.load(a_ptrs, mask=mask_m[:, None] & (rk[None, :] < {extent} - k), other=0.0){cast_a}",
             *b_loop[1:],
             "    a_ptrs += BLOCK_K * stride_ak",
             "    b_ptrs += BLOCK_K * stride_bk",
@@ -339,7 +395,7 @@ class _Writer:
             terms.append(repr(number))
         return f"x_{v} = {' + '.join(terms)}  # {self.graph.node(v).op}: an index value, computed, not read"
 
-    def launcher(self, kernel: str, tma: bool = False) -> list[str]:
+    def launcher(self, kernel: str, tma: bool = False, split: bool = False) -> list[str]:
         graph, plan, cfg, L = self.graph, self.plan, self.config, self.local
         a, b, m, n, k, batch = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"], L["batch"]
         lines = [
@@ -408,6 +464,10 @@ class _Writer:
             lines += self.tma_launch(kernel, operand_args, stride_args, consts, tiles)
             lines.append(f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)")
             return lines
+        if split:
+            lines += self.split_launch(kernel, operand_args, stride_args, consts, tiles)
+            lines.append(f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)")
+            return lines
         args = [a, b, *operand_args, m, n, k]
         if plan.batched:
             args.append(L["start"])
@@ -428,6 +488,29 @@ class _Writer:
                       "    )"]
         lines.append(f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)")
         return lines
+
+    def split_launch(self, kernel: str, operand_args: list[str], stride_args: list[str], consts: str,
+                     tiles: str) -> list[str]:
+        """Split K: up to ``split_k`` shares of K (each at least 4 K steps, so a small K is not split), their
+        partial tiles in an fp32 workspace, then the summing epilogue kernel (a program a tile)."""
+        cfg, L = self.config, self.local
+        a, b, m, n, k = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"]
+        ws, n_split, k_split = L["ws"], L["n_split"], L["k_split"]
+        bk = cfg["BLOCK_K"]
+        return [
+            f"    {n_split} = max(1, min({cfg['split_k']}, triton.cdiv({k}, 4 * {bk})))",
+            f"    {k_split} = max(1, triton.cdiv(triton.cdiv({k}, {n_split}), {bk})) * {bk}",
+            f"    {n_split} = max(1, triton.cdiv({k}, {k_split}))",
+            f"    {ws} = torch.empty(({n_split}, {m}, {n}), dtype=torch.float32, device={a}.device)",
+            f"    {kernel}[({tiles}, {n_split})](",
+            *_wrap([a, b, ws, m, n, k, k_split, f"*{a}.stride()", f"*{b}.stride()"], "        "),
+            f"        {consts},",
+            "    )",
+            f"    {self.ident}_splitk_epilogue[({tiles},)](",
+            *_wrap([ws, *operand_args, m, n, n_split, *stride_args], "        "),
+            f"        BLOCK_M={cfg['BLOCK_M']}, BLOCK_N={cfg['BLOCK_N']}, num_warps=4,",
+            "    )",
+        ]
 
     def tma_launch(self, kernel: str, operand_args: list[str], stride_args: list[str], consts: str,
                    tiles: str) -> list[str]:
