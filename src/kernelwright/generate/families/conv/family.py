@@ -52,8 +52,9 @@ class ConvFamily:
             # channels-last by our epilogue (pixels x channels tiles) and written NCHW. On the H200 (runs 43, 47,
             # 2026-12-03, conv2d_bn_relu_bf16, 32 x 128 x 64 x 64, 3 x 3): the NCHW library variant spent 58.6 us
             # of 0.151 ms in cuDNN's own layout kernels (ncu); this one ran 0.1108 ms (do_bench, 64 x 64 tiles;
-            # 128 x 32: 0.1137) against the NCHW library's 0.1514 in the same sweep — first for half precision
-            # (the other tile last). fp32 not yet timed: both last there.
+            # 128 x 32: 0.1137) against the NCHW library's 0.1512 in the same sweep (whose second pass read both
+            # channels-last ones at 0.1945, not understood), and 0.1098 through the verifier (run 48, 1.09x
+            # max-autotune) — first for half precision (the other tile last). fp32 not yet timed: both last there.
             nhwc = [{"variant": "library_nhwc", "BLOCK_P": 64, "BLOCK_C": 64, "num_warps": 4},
                     {"variant": "library_nhwc", "BLOCK_P": 128, "BLOCK_C": 32, "num_warps": 4}]
         if group_roles.bn is not None or group_roles.pointwise:

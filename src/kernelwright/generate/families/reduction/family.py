@@ -142,11 +142,11 @@ class ReductionFamily:
             # Fewer registers a program, more programs an SM: Inductor's min_dim0 kernel (scripts/inductor_code.py,
             # run 46, H200, 2026-12-03) reduced 32 shares of 256 rows in 32.2 us against our 43.0 us partial
             # kernel (a [64 x 256] tile over 8 warps, one program an SM). Swept (family_sweep.py --grid block_m x
-            # block_n x warps x programs x stages, 48 configurations, do_bench, run 47): 64 columns x 64 (or 16)
-            # rows over 4 warps and 1,024 programs led at 0.0478 (0.0480) ms; the same tile over 8 warps 0.0618,
-            # Inductor's shape (64 x 8, 2,048 programs) 0.0604-0.0649, and the wide tile above read 0.0862 there
-            # (0.0552 through the verifier in run 33: this sweep's timings of min_dim0 are not steady, so the
-            # verifier's timing of each decides). Pipelining (stages 3) changed none by more than 8%.
+            # block_n x warps x programs x stages, 48 configurations, do_bench, the better of two passes, run 47):
+            # 64 columns x 64 (or 16) rows over 4 warps and 1,024 programs led at 0.0478 (0.0480) ms; Inductor's
+            # shape (64 x 8, 2,048 programs) 0.0502; the same 64 x 64 tile over 8 warps 0.0615 (0.0508 pipelined
+            # 3 stages deep); the wide tile above 0.0555. Through the verifier (run 48) the 64 x 64, 4-warp split
+            # won at 0.0472 (the wide one: 0.0552 in run 33).
             splits += [{**split, "block_m": min(_pow2(n_inner), 64), "num_warps": 4},
                        {**split, "block_m": min(_pow2(n_inner), 64), "block_n": min(16, _pow2(n_red)), "num_warps": 4}]
         if programs < 2 * sm_count(arch) and n_red >= 4 * block_n:
