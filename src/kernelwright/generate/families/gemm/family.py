@@ -112,8 +112,8 @@ def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[dict[st
 # Split K where the output has too few tiles for the SMs but K is long (KernelBench level 1's 6_Matmul_with_large_K:
 # 256 x 256 from K = 524,288 is 4 tiles of 128 x 128 for 132 SMs): shares of K reduced by separate programs into
 # an fp32 workspace, then a kernel summing them in a fixed order with the epilogue. Offered first there, a
-# 64 x 64 tile of the first pointer configuration with enough shares for about two programs an SM. A lead, not
-# yet timed on the H200.
+# 64 x 64 tile (4 warps) of the first pointer configuration, then that configuration itself, each with enough shares
+# for about two programs an SM. A lead, not yet timed on the H200.
 _SPLIT_MIN_K_STEPS = 64  # K steps a tile would walk alone before splitting pays for the workspace pass
 
 
@@ -126,7 +126,7 @@ def _split_k_first(configs: list[dict[str, object]], plan: GemmPlan, arch: str) 
         return configs
     sms = sm_count(arch)
     split: list[dict[str, object]] = []
-    for tile in ({**pointer, "BLOCK_M": 64, "BLOCK_N": 64}, pointer):
+    for tile in ({**pointer, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}, pointer):  # 64 x 64: one warpgroup
         tiles = -(-m // int(tile["BLOCK_M"])) * -(-n // int(tile["BLOCK_N"]))
         steps = -(-k // int(tile["BLOCK_K"]))
         if tiles >= sms or steps < _SPLIT_MIN_K_STEPS:
