@@ -129,18 +129,19 @@ def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, 
     assert verdict.status is Status.PASSED, verdict.message
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_split_k_for_a_long_k_and_few_tiles(check, tmp_path: Path, dtype: str) -> None:
+@pytest.mark.parametrize(("rows", "dtype"), [(24, "float32"), (24, "bfloat16"), (1, "float32")])
+def test_split_k_for_a_long_k_and_few_tiles(check, tmp_path: Path, rows: int, dtype: str) -> None:
     """A 24 x 40 output from K = 5000: one 64 x 64 tile for 132 SMs, so the space leads with split K — fp32: 9
     shares of 576 (K steps of 32, the last share masked at 392); bf16: 4 of 1280 (steps of 64) — their fp32 partial
     tiles summed in order by the epilogue kernel, which adds the bias row and applies relu. A second shape changes
-    every size at run time."""
-    the_plan, verdict = check(f"split_k_{dtype}", f"""
+    every size at run time. One row (a batch-1 linear layer): M = 1 reaches the kernels as a constant, which both
+    must compile with (the sm_90a cross-compile of each is checked)."""
+    the_plan, verdict = check(f"split_k_{rows}_{dtype}", f"""
         class Model(nn.Module):
             def forward(self, x, w, bias):
                 return torch.relu(torch.addmm(bias, x, w))
 
-        rows = 24
+        rows = {rows}
         depth = 5000
         cols = 40
 
@@ -154,7 +155,7 @@ def test_split_k_for_a_long_k_and_few_tiles(check, tmp_path: Path, dtype: str) -
     assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
     assert verdict.status is Status.PASSED, verdict.message
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
-    source = (tmp_path / f"split_k_{dtype}_candidate.py").read_text()
+    source = (tmp_path / f"split_k_{rows}_{dtype}_candidate.py").read_text()
     assert f"n_split = max(1, min({ {'float32': 9, 'bfloat16': 4}[dtype]}, " in source
     assert "_splitk_epilogue[" in source
     assert {k.name for k in verdict.instructions if k.arch == "sm_90a"} >= {"kw_gemm_0_kernel",

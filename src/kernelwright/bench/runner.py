@@ -96,11 +96,13 @@ def machine() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def source_fingerprint() -> str:
-    """sha256 over kernelwright's Python sources (paths and contents, in path order): the code that wrote and
-    judged a row. A resumed bench reuses rows of this code only."""
+    """sha256 over kernelwright's sources and data (paths and contents, in path order: the Python, the hardware
+    knowledge base's TOML that sizes the config spaces, the LLM prompts): what wrote and judged a row. A resumed
+    bench reuses rows of this code only."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    files = [p for p in root.rglob("*") if p.suffix in (".py", ".toml", ".md", ".json") and "__pycache__" not in p.parts]
+    for path in sorted(files):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:24]
 

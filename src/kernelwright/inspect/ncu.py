@@ -292,9 +292,12 @@ def merge_launches(kernels: Sequence[ExecutedKernel]) -> list[ExecutedKernel]:
             summed = key.endswith(_SUMMED) or key == "sass__inst_executed_register_spilling"
             metrics[key] = sum(values) if summed else sum(values) / len(values)
         opcodes: dict[str, float] = {}
-        for launch in launches:
-            for op, n in launch.opcode_counts.items():
-                opcodes[op] = opcodes.get(op, 0.0) + n
+        # Summed only where every launch has its opcode counts: a partial sum would undercount (tensor_instructions
+        # trusts these counts over the pipe counters), so without them all the counters decide.
+        if all(launch.opcode_counts for launch in launches):
+            for launch in launches:
+                for op, n in launch.opcode_counts.items():
+                    opcodes[op] = opcodes.get(op, 0.0) + n
         merged.append(ExecutedKernel(name=name, launches=sum(k.launches for k in launches), block=launches[0].block,
                                      grid=launches[0].grid, metrics=metrics, opcode_counts=opcodes))
     return merged

@@ -23,6 +23,23 @@ from kernelwright.generate.graph import ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
 
 
+def _pixel_channel_tile() -> list[str]:
+    """A program's BLOCK_P pixels x BLOCK_C channels of one image (``n_pix`` pixels, ``n_channels`` channels) on a
+    1-D grid, pixel blocks fastest, then channel blocks, then images (a grid axis 1 of pixel blocks would stop at
+    65,535 of them: a 2048 x 2048 output in 64-pixel tiles)."""
+    return [
+        "pid = tl.program_id(0)",
+        "n_blocks_p = tl.cdiv(n_pix, BLOCK_P)",
+        "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
+        "image = pid // (n_blocks_p * n_blocks_c)",
+        "channel = (pid // n_blocks_p % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
+        "pixels = (pid % n_blocks_p) * BLOCK_P + tl.arange(0, BLOCK_P)",
+        "if IDX64:",
+        "    image = image.to(tl.int64)",
+        "    channel = channel.to(tl.int64)",
+    ]
+
+
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
     renderer = _Renderer(graph, group, config, ident)
     variant = config["variant"]
@@ -110,19 +127,12 @@ class _Renderer:
         return lines + self._stores(env, flat, mask)
 
     def _image_tile(self) -> list[str]:
-        """A program's tile of BLOCK_P output pixels x BLOCK_C output channels of one image (grid: images x
-        channel blocks, pixel blocks): its indices, masks and the pixels' coordinates."""
+        """A program's tile of BLOCK_P output pixels x BLOCK_C output channels of one image (_pixel_channel_tile):
+        its indices, masks and the pixels' coordinates."""
         sp = self.spatial
         return [
-            "pid = tl.program_id(0)  # one image and BLOCK_C of its output channels",
-            "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
-            "image = pid // n_blocks_c",
-            "channel = (pid % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
-            "pixels = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)",
-            "if IDX64:",
-            "    image = image.to(tl.int64)",
-            "    channel = channel.to(tl.int64)",
             f"n_pix = {' * '.join(sp.out_sizes)}",
+            *_pixel_channel_tile(),
             "p_mask = pixels < n_pix",
             "c_mask = channel < n_channels",
             "mask = p_mask[:, None] & c_mask[None, :]  # pixels are rows, channels columns",
@@ -281,7 +291,7 @@ class _Renderer:
                 f"    block_c = min({self.config['BLOCK_C']}, triton.next_power_of_2(out_channels))"]
         args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", *sp.out_names]
         args += [f"*{v}.stride()" for v in strided]
-        src.append(f"    {kernel}[(batch * triton.cdiv(out_channels, block_c), triton.cdiv({n_pixels}, block_p))]("
+        src.append(f"    {kernel}[(batch * triton.cdiv(out_channels, block_c) * triton.cdiv({n_pixels}, block_p),)]("
                    f"{', '.join(args)}, BLOCK_P=block_p, BLOCK_C=block_c, IDX64=conv_out.numel() >= 2**31, "
                    f"num_warps={self.config['num_warps']})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
@@ -299,17 +309,7 @@ class _Renderer:
             "        IDX64: tl.constexpr):",
             '    """The channels-last copy of a convolution\'s input: (image, channel, pixel) -> (image, pixel, '
             'channel)."""',
-            "    # a 1-D grid (no 65,535 limit of axis 1 for the pixel blocks of a large 3-D input): pixel block,",
-            "    # then BLOCK_C channels, then the image",
-            "    pid = tl.program_id(0)",
-            "    n_blocks_p = tl.cdiv(n_pix, BLOCK_P)",
-            "    n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
-            "    image = pid // (n_blocks_p * n_blocks_c)",
-            "    channel = (pid // n_blocks_p % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
-            "    pixels = (pid % n_blocks_p) * BLOCK_P + tl.arange(0, BLOCK_P)",
-            "    if IDX64:",
-            "        image = image.to(tl.int64)",
-            "        channel = channel.to(tl.int64)",
+            *(f"    {line}" for line in _pixel_channel_tile()),
             "    mask = (pixels < n_pix)[:, None] & (channel < n_channels)[None, :]",
             "    tile = tl.load(in_x + (image * n_channels + channel)[None, :] * n_pix + pixels[:, None], mask=mask)",
             "    tl.store(out_x + (image * n_pix + pixels)[:, None] * n_channels + channel[None, :], tile, mask=mask)",
@@ -390,7 +390,7 @@ class _Renderer:
         args += [f"*{v}.stride()" for v in strided]
         big = f"max({r.x}.numel(), math.prod(shape)) >= 2**31"
         tap_args = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
-        src.append(f"    {kernel}[(batch * triton.cdiv(out_channels, block_c), triton.cdiv({n_pixels}, block_p))]("
+        src.append(f"    {kernel}[(batch * triton.cdiv(out_channels, block_c) * triton.cdiv({n_pixels}, block_p),)]("
                    f"{', '.join(args)}, {tap_args}, BLOCK_P=block_p, BLOCK_C=block_c, IDX64={big}, "
                    f"num_warps={self.config['num_warps']})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")

@@ -125,6 +125,8 @@ def _split_k_first(configs: list[dict[str, object]], plan: GemmPlan, arch: str) 
     if pointer is None:
         return configs
     sms = sm_count(arch)
+    if -(-m // 64) * -(-n // 64) >= sms:  # 64 x 64 tiles already fill the SMs: the space's own small tiles will
+        return configs
     split: list[dict[str, object]] = []
     for tile in ({**pointer, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}, pointer):  # 64 x 64: one warpgroup
         tiles = -(-m // int(tile["BLOCK_M"])) * -(-n // int(tile["BLOCK_N"]))

@@ -183,13 +183,14 @@ class _Writer:
         return ["# This share's partial tile, in fp32, to its plane of the workspace: the second kernel sums the",
                 "# planes in a fixed order (deterministic) and applies the epilogue.",
                 "mask = mask_m[:, None] & mask_n[None, :]",
-                "ws_ptr += tl.program_id(1).to(tl.int64) * M * N",
+                "ws_ptr += tl.program_id(1).to(tl.int64) * M * N  # int64: the share index is a tensor",
                 "tl.store(ws_ptr + (row0 + rm[:, None]) * N + (col0 + rn[None, :]), acc, mask=mask)"]
 
     def split_epilogue_kernel(self) -> list[str]:
         """Split K's second kernel: a tile a program, the shares' partial tiles summed, then the epilogue."""
+        # plane = M * N from the launcher: an int argument of 1 (M or N) arrives as a constexpr, without .to()
         params = ["ws_ptr", *(f"in_{v}" for v in self.operands), *(f"out_{o}" for o in self.outputs), "M", "N",
-                  "n_split", *self.operand_stride_params()]
+                  "plane", "n_split", *self.operand_stride_params()]
         body = [
             "pid = tl.program_id(0)",
             "num_pid_n = tl.cdiv(N, BLOCK_N)",
@@ -200,7 +201,6 @@ class _Writer:
             "mask_m = rm < M - row0",
             "mask_n = rn < N - col0",
             "ws_ptrs = ws_ptr + (row0 + rm[:, None]) * N + (col0 + rn[None, :])",
-            "plane = M.to(tl.int64) * N",
             "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
             "for s in range(0, n_split):",
             "    acc += tl.load(ws_ptrs, mask=mask_m[:, None] & mask_n[None, :], other=0.0)",
@@ -491,14 +491,15 @@ class _Writer:
 
     def split_launch(self, kernel: str, operand_args: list[str], stride_args: list[str], consts: str,
                      tiles: str) -> list[str]:
-        """Split K: up to ``split_k`` shares of K (each at least 4 K steps, so a small K is not split), their
-        partial tiles in an fp32 workspace, then the summing epilogue kernel (a program a tile)."""
+        """Split K: up to ``split_k`` shares of K (each at least 4 K steps, so a small K is not split; the fp32
+        workspace at most 256 MiB, so a larger run-time shape splits less), their partial tiles in the workspace,
+        then the summing epilogue kernel (a program a tile)."""
         cfg, L = self.config, self.local
         a, b, m, n, k = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"]
         ws, n_split, k_split = L["ws"], L["n_split"], L["k_split"]
         bk = cfg["BLOCK_K"]
         return [
-            f"    {n_split} = max(1, min({cfg['split_k']}, triton.cdiv({k}, 4 * {bk})))",
+            f"    {n_split} = max(1, min({cfg['split_k']}, triton.cdiv({k}, 4 * {bk}), (64 << 20) // max(1, {m} * {n})))",
             f"    {k_split} = max(1, triton.cdiv(triton.cdiv({k}, {n_split}), {bk})) * {bk}",
             f"    {n_split} = max(1, triton.cdiv({k}, {k_split}))",
             f"    {ws} = torch.empty(({n_split}, {m}, {n}), dtype=torch.float32, device={a}.device)",
@@ -507,7 +508,7 @@ class _Writer:
             f"        {consts},",
             "    )",
             f"    {self.ident}_splitk_epilogue[({tiles},)](",
-            *_wrap([ws, *operand_args, m, n, n_split, *stride_args], "        "),
+            *_wrap([ws, *operand_args, m, n, f"{m} * {n}", n_split, *stride_args], "        "),
             f"        BLOCK_M={cfg['BLOCK_M']}, BLOCK_N={cfg['BLOCK_N']}, num_warps=4,",
             "    )",
         ]
