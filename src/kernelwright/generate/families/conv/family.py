@@ -54,14 +54,17 @@ class ConvFamily:
             # of 0.151 ms in cuDNN's own layout kernels (ncu); this one ran 0.1108 ms (do_bench, 64 x 64 tiles;
             # 128 x 32: 0.1137) against the NCHW library's 0.1512 in the same sweep (whose second pass read both
             # channels-last ones at 0.1945, not understood), and 0.1098 through the verifier (run 48, 1.09x
-            # max-autotune) — first for half precision (the other tile last). fp32 not yet timed: both last there.
+            # max-autotune) — first for half-precision 2-D convolutions (the other tile last). fp32, 3-D, grouped and
+            # transposed ones not yet timed: both last there.
             nhwc = [{"variant": "library_nhwc", "BLOCK_P": 64, "BLOCK_C": 64, "num_warps": 4},
                     {"variant": "library_nhwc", "BLOCK_P": 128, "BLOCK_C": 32, "num_warps": 4}]
         if group_roles.bn is not None or group_roles.pointwise:
             # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
             # Not for a bias alone: the library's convolution would then do all the reference does (the verifier
             # rejects that as no-own-kernel).
-            if dtype != torch.float32 and nhwc:
+            # first only where it was measured: half precision, 2-D, ungrouped, not transposed
+            if (dtype != torch.float32 and nhwc and len(weight) == 4 and group_roles.groups == 1
+                    and not group_roles.transposed):
                 configs.append(nhwc.pop(0))
             configs.append({"variant": "library", "BLOCK": 1024, "num_warps": 4})
         if (dtype != torch.float32 and has_tma(arch) and not group_roles.transposed and group_roles.groups == 1
