@@ -76,6 +76,18 @@ def test_weights_reach_the_candidate_and_a_fused_linear_passes(run) -> None:
     assert shape_trial.status == "ok" and "batch 24->" in shape_trial.note
 
 
+def test_a_kernel_the_target_arch_cannot_compile_is_a_warning_on_a_cpu_pass(run) -> None:
+    # The interpreter runs a kernel as Python (a plain helper function works); Triton's compiler for sm_90a refuses
+    # it, so on that GPU the candidate would fail: the CPU verdict passes on correctness and says so as a warning.
+    from kernelwright.records import Severity
+
+    verdict = run("scaled_linear_python_helper.py", problem=HERE / "problems" / "scaled_linear.py",
+                  distribution_trials=False)
+    assert verdict.status is Status.PASSED, verdict.message
+    [failed] = [f for f in verdict.findings if f.code == "cross-compile-failed"]
+    assert failed.severity is Severity.WARNING and "sm_90a" in failed.message and "halve" in failed.message
+
+
 def test_wrong_answer_is_incorrect_with_where_and_how_much(run) -> None:
     verdict = run("softmax_wrong.py")
     assert verdict.status is Status.INCORRECT

@@ -196,8 +196,8 @@ CATALOGUE: tuple[Code, ...] = (
          "summarised"),
     Code("cross-compile-unavailable", DIAGNOSTIC, N, "Triton cross-compilation is unavailable here; no instruction "
          "summary for the --arch list"),
-    Code("cross-compile-failed", DIAGNOSTIC, N, "compiling a kernel for an --arch failed; no instruction summary of "
-         "it there"),
+    Code("cross-compile-failed", DIAGNOSTIC, W, "compiling a kernel for an --arch failed: it would fail there too "
+         "(a CPU verdict's correctness is the interpreter's), and has no instruction summary", also=(N,)),
     Code("inspection-unavailable", DIAGNOSTIC, N, "the instruction analysis could not be imported; no instruction "
          "findings"),
     Code("inspection-failed", DIAGNOSTIC, N, "disassembling a kernel, or judging an arch's expectations, failed; no "

@@ -576,8 +576,11 @@ class _Verification:
                                Severity.NOTE, streams=streams)
 
     def _notes(self, run: ChildRun) -> None:
-        for note in run.reports(protocol.Note):
-            self.judge.add(note.code, note.message, Severity.NOTE)
+        from kernelwright.verify.codes import CODES
+
+        for note in run.reports(protocol.Note):  # at the code's usual severity (a cross-compile failure warns)
+            known = CODES.get(note.code)
+            self.judge.add(note.code, note.message, known.severity if known else Severity.NOTE)
         build = run.report(protocol.CudaBuild)
         if build:
             result = build.result
