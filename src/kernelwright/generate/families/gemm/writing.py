@@ -509,7 +509,7 @@ class _Writer:
             "    )",
             f"    {self.ident}_splitk_epilogue[({tiles},)](",
             *_wrap([ws, *operand_args, m, n, f"{m} * {n}", n_split, *stride_args], "        "),
-            f"        BLOCK_M={cfg['BLOCK_M']}, BLOCK_N={cfg['BLOCK_N']}, num_warps=4,",
+            f"        BLOCK_M={cfg['BLOCK_M']}, BLOCK_N={cfg['BLOCK_N']}, num_warps={cfg['num_warps']},",
             "    )",
         ]
 
