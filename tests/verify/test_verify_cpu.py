@@ -76,13 +76,20 @@ def test_weights_reach_the_candidate_and_a_fused_linear_passes(run) -> None:
     assert shape_trial.status == "ok" and "batch 24->" in shape_trial.note
 
 
-def test_a_kernel_the_target_arch_cannot_compile_is_a_warning_on_a_cpu_pass(run) -> None:
+def test_a_kernel_the_target_arch_cannot_compile_is_a_warning_on_a_cpu_pass(tmp_path: Path) -> None:
     # The interpreter runs a kernel as Python (a plain helper function works); Triton's compiler for sm_90a refuses
     # it, so on that GPU the candidate would fail: the CPU verdict passes on correctness and says so as a warning.
+    # The candidate: the honest fused linear with its scaling done by a plain Python function.
     from kernelwright.records import Severity
 
-    verdict = run("scaled_linear_python_helper.py", problem=HERE / "problems" / "scaled_linear.py",
-                  distribution_trials=False)
+    honest = (HERE / "candidates" / "scaled_linear_ok.py").read_text()
+    edited = honest.replace("    y = (acc + b[None, :]) * s\n", "    y = halve((acc + b[None, :]) * s * 2.0)\n")
+    edited = edited.replace("\n\n@triton.jit", "\n\ndef halve(v):\n    return v * 0.5\n\n\n@triton.jit", 1)
+    assert edited.count("halve(") == 2
+    candidate = tmp_path / "scaled_linear_python_helper.py"
+    candidate.write_text(edited)
+    verdict = verify(HERE / "problems" / "scaled_linear.py", candidate,
+                     VerifyOptions(device="cpu", seed=7, distribution_trials=False))
     assert verdict.status is Status.PASSED, verdict.message
     [failed] = [f for f in verdict.findings if f.code == "cross-compile-failed"]
     assert failed.severity is Severity.WARNING and "sm_90a" in failed.message and "halve" in failed.message

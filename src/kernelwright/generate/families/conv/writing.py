@@ -139,6 +139,12 @@ class _Renderer:
             *unflatten("pixels", sp.coords, sp.out_sizes),
         ]
 
+    def _nchw_tile_epilogue(self) -> list[str]:
+        """The epilogue of a pixels x channels tile (_image_tile), stored into the NCHW output."""
+        return ["offs = (image * n_channels + channel)[None, :] * n_pix + pixels[:, None]  # NCHW",
+                *self._tile_epilogue(image="image", channels="channel", rows="p_mask", cols="c_mask", mask="mask",
+                                     flat="offs")]
+
     def _strided(self) -> list[str]:
         return [v for v in self.operands if self.modes[v] == "strided"]
 
@@ -258,10 +264,8 @@ class _Renderer:
             "# the library's output is channels-last: (image, pixel, channel), channels contiguous",
             "acc = tl.load(in_conv_out + (image * n_pix + pixels)[:, None] * n_channels + channel[None, :], "
             "mask=mask, other=0).to(tl.float32)",
-            "offs = (image * n_channels + channel)[None, :] * n_pix + pixels[:, None]  # NCHW",
         ]
-        body += self._tile_epilogue(image="image", channels="channel", rows="p_mask", cols="c_mask", mask="mask",
-                                    flat="offs")
+        body += self._nchw_tile_epilogue()
         src = self._head(kernel, params, body, "the epilogue of a library convolution whose output is channels-last, "
                          "tiles of pixels x channels of one image: read along the channels, written NCHW.",
                          "aten.convolution without its bias on channels-last tensors (cuDNN on a GPU), then our "
@@ -368,10 +372,8 @@ class _Renderer:
             "                    mask=inside[:, None] & c_mask[None, :], other=0)",
             f"    w_tap = tl.load(in_{r.weight} + w_start + {tap}, mask=c_mask, other=0)",
             "    acc += x_tap.to(tl.float32) * w_tap.to(tl.float32)[None, :]",
-            "offs = (image * n_channels + channel)[None, :] * n_pix + pixels[:, None]",
         ]
-        body += self._tile_epilogue(image="image", channels="channel", rows="p_mask", cols="c_mask", mask="mask",
-                                    flat="offs")
+        body += self._nchw_tile_epilogue()
 
         src = self._head(kernel, params, body, "a direct depthwise convolution (one input channel a group), a tile "
                          "of pixels x channels of one image a program, the epilogue applied before the store.",
