@@ -155,6 +155,21 @@ def _default_cache_dir() -> Path:
     return Path(base) / "kernelwright"
 
 
+def _default_scratch_dir() -> str:
+    """Memory-backed /dev/shm where it has room for a large problem's trials (its references and inputs are
+    written there and read back by the next process), else the system's temporary directory (""), which is also
+    what a set TMPDIR asks for."""
+    if os.environ.get("TMPDIR"):  # the user chose where temporary files go
+        return ""
+    try:
+        stat = os.statvfs("/dev/shm")
+        if os.access("/dev/shm", os.W_OK) and stat.f_bavail * stat.f_frsize >= 32 << 30:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return ""
+
+
 # -- the settings ------------------------------------------------------------------------------------------------
 
 
@@ -195,7 +210,16 @@ KNOBS: dict[str, Setting] = _table(
     Setting("timing_target_ms", number(0, strict=True), 600.0, "aim for this much timed work per measurement"),
     Setting("timing_warmup_ms", number(0), 100.0, "warm-up time before measuring"),
     Setting("input_sets", integer(1), 4, "input sets rotated among timed calls"),
+    Setting("scratch_dir", text, _default_scratch_dir,
+            "where the verifier's per-verify files go (default: /dev/shm with 32 GiB free, else the system's "
+            "temporary directory; TMPDIR set: that)"),
     Setting("keep_workdir", boolean, False, "keep the verifier's scratch directories for inspection"),
+    Setting("judge_on_device", boolean, True,
+            "compare a GPU candidate's outputs with the float64 reference on the GPU (the host took ~10 s for a "
+            "67M-element output)"),
+    Setting("prestart", boolean, True,
+            "start the verifier's candidate and baseline processes while the reference runs (imports and CUDA "
+            "context ready; each still serves one job)"),
     Setting("cpu_max_elements", integer(1), 1 << 18,
             "without a GPU, problems whose inputs hold more elements are checked at reduced sizes"),
     Setting("child_memory_gb", number(), 0.0,

@@ -107,3 +107,69 @@ def test_a_childs_lock_wait_is_read_defensively() -> None:
     assert run({"event": "lock_wait", "seconds": "lots"}, {"event": "lock_wait", "seconds": float("nan")},
                {"event": "lock_wait", "seconds": -5}).lock_wait_s == 0.0
     assert run({"event": "lock_wait", "seconds": 1e9}, wall_s=4.0).lock_wait_s == 4.0
+
+
+# -- prestarted children ------------------------------------------------------------------------------------------
+def _probe_problem(tmp_path: Path, body: str = "return x * 2") -> Path:
+    problem = tmp_path / "probe_me.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n"
+                       f"    def forward(self, x):\n        {body}\n"
+                       "def get_inputs():\n    return [torch.randn(4)]\n"
+                       "def get_init_inputs():\n    return []\n")
+    return problem
+
+
+def _probe_spec(problem: Path) -> dict:
+    return {"problem": str(problem), "device": "cpu", "max_elements": 1 << 18}
+
+
+def test_a_prestarted_child_takes_the_job_and_serves_only_one(tmp_path: Path) -> None:
+    from kernelwright.isolation import process
+    from kernelwright.isolation.protocol import ProbeResult
+
+    work = tmp_path / "work"
+    assert process.prestart_child("probe", workdir=work, device="cpu")
+    assert not process.prestart_child("probe", workdir=work, device="cpu")  # one waits already
+    waiting = next(p for k, p in process._PRESTARTED.items() if k[1] == str(work.resolve()))
+    run = run_child("probe", _probe_spec(_probe_problem(tmp_path)), workdir=work, timeout_s=120, device="cpu")
+    assert run.finished and run.report(ProbeResult) is not None, run.stderr_tail
+    assert waiting.proc.returncode is not None  # the job ran in the prestarted process, which has ended
+    assert not [k for k in process._PRESTARTED if k[1] == str(work.resolve())]
+    # the next job of the same kind gets a fresh process, as without a prestart
+    again = run_child("probe", _probe_spec(_probe_problem(tmp_path)), workdir=work, timeout_s=120, device="cpu")
+    assert again.finished and again.report(ProbeResult) is not None
+
+
+def test_a_prestarted_child_that_died_costs_nothing_and_discard_ends_the_rest(tmp_path: Path) -> None:
+    import signal
+
+    from kernelwright.isolation import process
+    from kernelwright.isolation.protocol import ProbeResult
+
+    work = tmp_path / "work"
+    assert process.prestart_child("probe", workdir=work, device="cpu")
+    waiting = next(p for k, p in process._PRESTARTED.items() if k[1] == str(work.resolve()))
+    os.killpg(waiting.proc.pid, signal.SIGKILL)
+    waiting.proc.wait(timeout=30)
+    run = run_child("probe", _probe_spec(_probe_problem(tmp_path)), workdir=work, timeout_s=120, device="cpu")
+    assert run.finished and run.report(ProbeResult) is not None, run.stderr_tail
+    # another environment is another key: a prestart never serves a job it was not started for
+    assert process.prestart_child("probe", workdir=work, device="cpu", env_extra={"KW_TEST_MARK": "1"})
+    other = next(p for k, p in process._PRESTARTED.items() if k[1] == str(work.resolve()))
+    plain = run_child("probe", _probe_spec(_probe_problem(tmp_path)), workdir=work, timeout_s=120, device="cpu")
+    assert plain.finished and other.proc.poll() is None
+    assert process.discard_prestarted(work) == 1
+    assert other.proc.poll() is not None
+
+
+def test_a_crash_in_a_prestarted_childs_job_is_that_jobs_verdict(tmp_path: Path) -> None:
+    from kernelwright.isolation import process
+
+    work = tmp_path / "work"
+    assert process.prestart_child("probe", workdir=work, device="cpu")
+    problem = _probe_problem(tmp_path, body="import os; os._exit(3)")
+    run = run_child("probe", _probe_spec(problem), workdir=work, timeout_s=120, device="cpu")
+    assert not run.finished and run.returncode == 3, (run.returncode, run.stderr_tail)
+    assert "before finishing" in run.describe_exit()
+    ok = run_child("probe", _probe_spec(_probe_problem(tmp_path)), workdir=work, timeout_s=120, device="cpu")
+    assert ok.finished  # the next job has a process of its own

@@ -172,3 +172,27 @@ def test_the_fast_path_is_not_taken_with_a_nan_or_an_overflowing_reference() -> 
     big[0, 0] = 1e6  # finite in float64, inf in float16
     assert not compare._all_finite(big, big, big, torch.float16)
     assert not compare.compare(got, ref64.float(), ref64).ok
+
+
+def test_judging_on_a_device_without_room_falls_back_to_the_host_with_the_same_figures(monkeypatch) -> None:
+    from kernelwright.verify import compare as cmp
+
+    torch.manual_seed(0)
+    ref64 = torch.randn(4096, dtype=torch.float64)
+    native = ref64.float()
+    got = native * (1 + 3e-7)
+    on_host = cmp.compare(got, native, ref64)
+    asked = []
+    real = cmp._compare_on
+
+    def no_room(device, *args, **kwargs):
+        asked.append(device)
+        if device != "cpu":
+            raise torch.OutOfMemoryError("no room for the float64 buffers")
+        return real(device, *args, **kwargs)
+
+    monkeypatch.setattr(cmp, "_compare_on", no_room)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    fallen_back = cmp.compare(got, native, ref64, device="cuda")
+    assert asked == ["cuda", "cpu"]
+    assert fallen_back == on_host and fallen_back.ok

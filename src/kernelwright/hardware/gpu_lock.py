@@ -31,6 +31,7 @@ import fcntl
 import functools
 import inspect
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -128,6 +129,32 @@ def exclusive() -> Iterator[None]:
             lock.release()
             if before == _SHARED:
                 lock.acquire(_SHARED)
+
+
+_SHARERS = 0  # threads of this process inside sharing() (a bench's verifies judge side by side)
+_SHARERS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def sharing() -> Iterator[None]:
+    """Hold the lock shared for the block (the verifier's own device work in the orchestrating process: judging
+    outputs on the GPU); the last of this process's threads to leave lets go (its device synchronised first)."""
+    global _SHARERS
+    lock = _get()
+    if lock is None:
+        yield
+        return
+    with _SHARERS_LOCK:
+        _SHARERS += 1
+        if lock.mode == _NONE:
+            lock.acquire(_SHARED)
+    try:
+        yield
+    finally:
+        with _SHARERS_LOCK:
+            _SHARERS -= 1
+            if _SHARERS == 0 and lock.mode == _SHARED:
+                lock.release()
 
 
 @contextlib.contextmanager

@@ -1,4 +1,6 @@
-"""Entry point of every isolated job: ``python -m kernelwright.isolation.child JOB SPEC.json FD``.
+"""Entry point of every isolated job: ``python -m kernelwright.isolation.child JOB SPEC.json FD``, or
+``--prestarted JOB SPEC.json FD`` for a process started ahead of its job: its imports done, it waits for "go" on
+stdin, which comes once the spec is written (:func:`kernelwright.isolation.process.prestart_child`).
 
 The job gets its spec as the record :data:`~kernelwright.isolation.protocol.SPECS` names for it. The child reports
 through :class:`Channel` — the records of :mod:`kernelwright.isolation.protocol` as JSON lines on the inherited pipe
@@ -9,6 +11,7 @@ always ends with :class:`~kernelwright.isolation.protocol.Done` when it gets tha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -73,9 +76,41 @@ def _resolve(target: str) -> Callable[[JobSpec, Channel], None]:
     return getattr(module, attr)
 
 
+def _warm_up(job: str) -> None:
+    """What every job of this kind needs before its spec arrives, done while the parent is busy elsewhere: torch
+    (and Triton) imported, the job's own module imported, and where a GPU is visible its CUDA context opened."""
+    import torch
+
+    with contextlib.suppress(Exception):
+        import triton  # noqa: F401 - the candidate's and the tuner's kernels compile with it
+    _resolve(JOBS[job])
+    interpreting = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    if not interpreting and os.environ.get("CUDA_VISIBLE_DEVICES", None) != "":
+        with contextlib.suppress(Exception):
+            if torch.cuda.is_available():
+                torch.empty(1, device="cuda")  # the context: some 0.5-1 s of a job's start
+
+
+def _await_spec(job: str) -> bool:
+    """Warm up, then wait for the parent's word on stdin that the job's spec is written (False: it let us go)."""
+    with contextlib.suppress(Exception):  # a warm-up that fails leaves the job to fail the same way, with a report
+        _warm_up(job)
+    line = sys.stdin.buffer.readline().strip()
+    # Nothing more comes on stdin: what the job runs (a candidate) reads no message of the parent's from it.
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return line == b"go"
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--prestarted":
+        argv = argv[1:]
+        if len(argv) == 3 and argv[0] in JOBS and not _await_spec(argv[0]):
+            return 0
     if len(argv) != 3 or argv[0] not in JOBS:
-        print(f"usage: python -m kernelwright.isolation.child {{{'|'.join(JOBS)}}} SPEC.json FD", file=sys.stderr)
+        print(f"usage: python -m kernelwright.isolation.child [--prestarted] {{{'|'.join(JOBS)}}} SPEC.json FD "
+              "(--prestarted: warm up, then wait for 'go' on stdin)", file=sys.stderr)
         return 2
     job, spec_path, fd = argv[0], argv[1], int(argv[2])
     channel = Channel(fd)

@@ -298,6 +298,136 @@ def job_environment(device: str | None) -> dict[str, str]:
     return env
 
 
+@dataclass
+class _Prestarted:
+    """A child process started ahead of its job: Python, torch and the job's module imported (and on a GPU the
+    CUDA context opened) while the verifier does something else; it waits for its spec's path on stdin."""
+
+    proc: subprocess.Popen[bytes]
+    key: tuple[Any, ...]
+    read_fd: int
+    stdout_path: Path
+    stderr_path: Path
+    started: float
+
+
+_PRESTARTED: dict[tuple[Any, ...], _Prestarted] = {}
+
+
+def _child_setup(job: str, workdir: Path, device: str | None, env_extra: Mapping[str, str] | None,
+                 memory_limit_bytes: int | None) -> tuple[tuple[Any, ...], dict[str, str], int, Path]:
+    """(the key a prestarted child is found by, its environment, its memory limit, its scratch directory)."""
+    if memory_limit_bytes is None:
+        memory_limit_bytes = memory_limit(device)
+    if device is not None:
+        env_extra = {**job_environment(device), **(env_extra or {})}
+    env = scrubbed_environment(env_extra)
+    scratch = workdir / f"{job}-cwd"
+    key = (job, str(workdir.resolve()), device, tuple(sorted(env.items())), memory_limit_bytes)
+    return key, env, memory_limit_bytes, scratch
+
+
+def _popen(cmd: list[str], *, scratch: Path, env: dict[str, str], write_fd: int, memory_limit_bytes: int,
+           stdin: Any, stdout_path: Path, stderr_path: Path) -> subprocess.Popen[bytes]:
+    def limit_memory() -> None:  # runs in the child between fork and exec
+        if memory_limit_bytes > 0:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=scratch,
+                env=env,
+                stdin=stdin,
+                stdout=out,
+                stderr=err,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                preexec_fn=limit_memory if memory_limit_bytes > 0 else None,
+            )
+        finally:
+            os.close(write_fd)
+    with _LIVE_LOCK:
+        _LIVE_GROUPS.add(proc.pid)
+    return proc
+
+
+def prestart_child(job: str, *, workdir: Path, device: str | None = None,
+                   env_extra: Mapping[str, str] | None = None, memory_limit_bytes: int | None = None) -> bool:
+    """Start the process for a later :func:`run_child` with the same arguments now, so that its imports and CUDA
+    context are ready when the spec comes (a torch import takes 5-9 s on the H200 machine). The process runs only
+    kernelwright's own code until then; it still serves exactly one job. False if one is already waiting or none
+    can start (``run_child`` then starts its own, as without this)."""
+    if job not in protocol.SPECS or _STOPPING.is_set():
+        return False
+    workdir.mkdir(parents=True, exist_ok=True)
+    key, env, limit, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes)
+    if key in _PRESTARTED:
+        return False
+    scratch.mkdir(exist_ok=True)
+    stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"
+    read_fd, write_fd = os.pipe()
+    spec_path = workdir / f"{job}-spec.json"  # written by run_child before it says "go"
+    cmd = [sys.executable, "-m", "kernelwright.isolation.child", "--prestarted", job, str(spec_path), str(write_fd)]
+    try:
+        proc = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, memory_limit_bytes=limit,
+                      stdin=subprocess.PIPE, stdout_path=stdout_path, stderr_path=stderr_path)
+    except OSError as exc:
+        os.close(read_fd)
+        log.info("could not prestart the %s child: %s", job, exc)
+        return False
+    _PRESTARTED[key] = _Prestarted(proc, key, read_fd, stdout_path, stderr_path, time.monotonic())
+    return True
+
+
+def _end_prestarted(waiting: _Prestarted) -> None:
+    _kill_group(waiting.proc.pid)
+    with contextlib.suppress(Exception):
+        waiting.proc.wait(timeout=10)
+    with contextlib.suppress(OSError, ValueError):
+        if waiting.proc.stdin:
+            waiting.proc.stdin.close()
+    with contextlib.suppress(OSError):
+        os.close(waiting.read_fd)
+    with _LIVE_LOCK:
+        _LIVE_GROUPS.discard(waiting.proc.pid)
+
+
+def discard_prestarted(workdir: Path | None = None) -> int:
+    """End the prestarted children (of ``workdir``, or all) that no job took; the number ended."""
+    root = str(workdir.resolve()) if workdir is not None else None
+    keys = [k for k in list(_PRESTARTED) if root is None or k[1] == root]
+    for key in keys:
+        waiting = _PRESTARTED.pop(key, None)
+        if waiting is not None:
+            _end_prestarted(waiting)
+    return len(keys)
+
+
+atexit.register(discard_prestarted)
+
+
+def _take_prestarted(key: tuple[Any, ...]) -> _Prestarted | None:
+    """The waiting child for ``key``, handed its spec, or None (none waits, or the one that did has died: a
+    fresh process then runs the job, so a prestart can never cost a job)."""
+    waiting = _PRESTARTED.pop(key, None)
+    if waiting is None:
+        return None
+    try:
+        if waiting.proc.poll() is not None or waiting.proc.stdin is None:
+            raise BrokenPipeError("the prestarted child has exited")
+        waiting.proc.stdin.write(b"go\n")
+        waiting.proc.stdin.close()
+    except (OSError, ValueError) as exc:
+        log.info("the prestarted %s child could not take its job (%s): starting a fresh one", key[0], exc)
+        _end_prestarted(waiting)
+        return None
+    return waiting
+
+
 def run_child(
     job: str,
     spec: protocol.JobSpec | Mapping[str, Any],
@@ -312,51 +442,31 @@ def run_child(
     :data:`~kernelwright.isolation.protocol.SPECS`, or its JSON) in a fresh process and collect what it reports.
 
     ``device`` ("cpu" or "cuda") applies the policy's environment and memory limit (:func:`job_environment`,
-    :func:`memory_limit`); ``env_extra`` and ``memory_limit_bytes`` override them."""
-    if memory_limit_bytes is None:
-        memory_limit_bytes = memory_limit(device)
-    if device is not None:
-        env_extra = {**job_environment(device), **(env_extra or {})}
+    :func:`memory_limit`); ``env_extra`` and ``memory_limit_bytes`` override them. A process that
+    :func:`prestart_child` started with the same arguments takes the job, if one waits; the time limit counts from
+    the hand-over."""
     if _STOPPING.is_set():
         raise KeyboardInterrupt("kernelwright is stopping: no new child process")
     workdir.mkdir(parents=True, exist_ok=True)
-    scratch = workdir / f"{job}-cwd"
+    key, env, limit, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes)
     scratch.mkdir(exist_ok=True)
     spec_path = workdir / f"{job}-spec.json"
     spec_path.write_text(json.dumps(protocol.SPECS[job].from_json(spec).to_json(), indent=1, default=str))
-    stdout_path = workdir / f"{job}-stdout.log"
-    stderr_path = workdir / f"{job}-stderr.log"
-
-    read_fd, write_fd = os.pipe()
-    env = scrubbed_environment(env_extra)
-    cmd = [sys.executable, "-m", "kernelwright.isolation.child", job, str(spec_path), str(write_fd)]
-
-    def limit_memory() -> None:  # runs in the child between fork and exec
-        if memory_limit_bytes > 0:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
 
     messages: list[dict[str, Any]] = []
     errors: list[str] = []
     start = time.monotonic()
-    with _not_inspectable(), open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=scratch,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                pass_fds=(write_fd,),
-                start_new_session=True,
-                preexec_fn=limit_memory if memory_limit_bytes > 0 else None,
-            )
-        finally:
-            os.close(write_fd)
-        with _LIVE_LOCK:
-            _LIVE_GROUPS.add(proc.pid)
+    with _not_inspectable():
+        waiting = _take_prestarted(key)
+        if waiting is not None:
+            proc, read_fd = waiting.proc, waiting.read_fd
+            stdout_path, stderr_path = waiting.stdout_path, waiting.stderr_path
+        else:
+            stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"
+            read_fd, write_fd = os.pipe()
+            cmd = [sys.executable, "-m", "kernelwright.isolation.child", job, str(spec_path), str(write_fd)]
+            proc = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, memory_limit_bytes=limit,
+                          stdin=subprocess.DEVNULL, stdout_path=stdout_path, stderr_path=stderr_path)
         reader = threading.Thread(target=_read_channel, args=(read_fd, messages, errors), daemon=True)
         reader.start()
         timed_out = False

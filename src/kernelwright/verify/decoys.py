@@ -47,7 +47,7 @@ def _decoys(native: list[torch.Tensor], ref64: list[torch.Tensor] | None,
 
 def degenerate_decoys(problem_sha256: str, refs: dict[int, dict[str, Any]], shared: Path, *, mode: str,
                       factor: float, seed: int, allowed_unit_roundoff: float = 0.0,
-                      size_overrides: dict[str, int] | None = None) -> list[str]:
+                      size_overrides: dict[str, int] | None = None, device: str = "cpu") -> list[str]:
     """Names of the decoys that pass (empty: the problem is not degenerate). Cached per problem, tolerance and
     the sizes it was checked at."""
     sizes = ",".join(f"{k}={v}" for k, v in sorted((size_overrides or {}).items()))
@@ -69,7 +69,7 @@ def degenerate_decoys(problem_sha256: str, refs: dict[int, dict[str, Any]], shar
         ok_here = set()
         for name, outputs in _decoys(ref["native"], fp64, inputs).items():
             if all(compare.compare(g, e, fp64[j] if fp64 else None, mode=mode, factor=factor,
-                                   allowed_unit_roundoff=allowed_unit_roundoff).ok
+                                   allowed_unit_roundoff=allowed_unit_roundoff, device=device).ok
                    for j, (g, e) in enumerate(zip(outputs, ref["native"]))):
                 ok_here.add(name)
         passing = ok_here if passing is None else passing & ok_here

@@ -9,6 +9,7 @@ runs (they are deleted from disk first), judges every output (:mod:`kernelwright
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import secrets
@@ -24,7 +25,7 @@ from kernelwright.config import config
 from kernelwright.errors import ConfigError, InputError
 from kernelwright.hardware.local import resolve_device
 from kernelwright.isolation import protocol
-from kernelwright.isolation.process import ChildRun, run_child
+from kernelwright.isolation.process import ChildRun, discard_prestarted, prestart_child, run_child
 from kernelwright.problem.files import CandidateFile, ProblemFile, read_candidate, read_problem
 from kernelwright.records import Finding, ProblemTraits, Severity, Status
 from kernelwright.verify import compare, tensors, trials
@@ -95,7 +96,11 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
                        findings=(Finding(code=code, message=structural),),
                        duration_s=time.monotonic() - started, **base)
 
-    workdir = Path(tempfile.mkdtemp(prefix="kernelwright-verify-"))
+    scratch = config.scratch_dir or None
+    if scratch and not Path(scratch).is_dir():
+        raise ConfigError(f"scratch_dir {scratch} is not a folder; create it or set scratch_dir = \"\" "
+                          "(the system's temporary directory)")
+    workdir = Path(tempfile.mkdtemp(prefix="kernelwright-verify-", dir=scratch))
     try:
         verdict = _Verification(problem_file, candidate_file, opts, device, seed, factor, workdir, base).run()
     finally:
@@ -146,10 +151,19 @@ class _Verification:
         self.trials_without_own: list[int] = []  # checked calls that ran no kernel of the candidate's own
         # What the user allowed, made explicit in the tolerance (precision findings then become notes).
         self.allowed_roundoff = compare.allowed_roundoff(opts.policy)
+        # Where the float64 judging runs: this process runs no untrusted code and opens a CUDA context only for
+        # it, holding a parallel bench's GPU lock shared meanwhile (never during anyone's measurement).
+        self.judge_device = "cuda" if device == "cuda" and config.judge_on_device else "cpu"
 
     def _compare(self, got: Any, expected: Any, ref64: Any, scale_floor: float = 0.0) -> compare.Comparison:
         return compare.compare(got, expected, ref64, mode=self.opts.tolerance, factor=self.factor,
-                               allowed_unit_roundoff=self.allowed_roundoff, scale_floor=scale_floor)
+                               allowed_unit_roundoff=self.allowed_roundoff, scale_floor=scale_floor,
+                               device=self.judge_device)
+
+    def _device_judging(self) -> Any:
+        from kernelwright.hardware import gpu_lock
+
+        return gpu_lock.sharing() if self.judge_device != "cpu" else contextlib.nullcontext()
 
     # -- children -----------------------------------------------------------------------------------------------
     def _run(self, job: str, spec: protocol.JobSpec, timeout: float | None = None) -> ChildRun:
@@ -170,6 +184,12 @@ class _Verification:
 
     # -- the whole protocol -------------------------------------------------------------------------------------
     def run(self) -> Verdict:
+        if config.prestart:
+            # The processes that come after the reference start now: their torch import (5-9 s on the H200
+            # machine) and CUDA context overlap the reference's work instead of following it.
+            prestart_child("candidate", workdir=self.workdir, device=self.device)
+            if self.device == "cuda" and self.opts.timing:
+                prestart_child("baseline", workdir=self.workdir, device=self.device)
         try:
             return self._protocol()
         except _BudgetSpent as cut:
@@ -177,6 +197,8 @@ class _Verification:
                            message=f"the budget ran out before the {cut.job} job could run; give the run more "
                                    "time (--budget)",
                            findings=(Finding(code="budget-spent", message=f"no time left for the {cut.job} job"),))
+        finally:
+            discard_prestarted(self.workdir)  # a job the verdict did not need (a failed candidate's baselines)
 
     def _protocol(self) -> Verdict:
         with self.clock.phase("reference"):
@@ -184,7 +206,7 @@ class _Verification:
         with self.clock.phase("candidate"):
             cand = self._candidate(ref_trials)
         failure = self._child_failure(cand)
-        with self.clock.phase("judging"):  # loading every output and comparing it with the float64 reference
+        with self.clock.phase("judging"), self._device_judging():  # every output against the float64 reference
             judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
             self._judge_kernels(cand)
         timing: dict[str, protocol.Measurement | None] = {}
@@ -207,7 +229,7 @@ class _Verification:
                                "the candidate's own: what was timed is not what was checked",
                                calls_without_own_kernel=without_own)
             if judged:  # a candidate already wrong when checked says nothing new by being wrong when timed
-                with self.clock.phase("judging"):
+                with self.clock.phase("judging"), self._device_judging():
                     self._judge_timed_outputs(timed.timed_trials, refs)
         for finding in cand.reports(protocol.ChildFinding):
             self.judge.add(finding.code, finding.message, **finding.details)
@@ -219,7 +241,7 @@ class _Verification:
                 timing.update(self._baselines())
         with self.clock.phase("roofline"):
             roofline, percent = self._roofline(timing)
-        with self.clock.phase("decoys"):
+        with self.clock.phase("decoys"), self._device_judging():
             self._degenerate_check(refs)
         return self._verdict(failure, cand, timing, roofline, percent, instructions)
 
@@ -630,7 +652,7 @@ class _Verification:
 
         found = degenerate_decoys(self.problem.sha256, refs, self.shared, mode=self.opts.tolerance,
                                   factor=self.factor, seed=self.seed, allowed_unit_roundoff=self.allowed_roundoff,
-                                  size_overrides=dict(self.opts.size_overrides or {}))
+                                  size_overrides=dict(self.opts.size_overrides or {}), device=self.judge_device)
         if found:
             self.judge.add("degenerate-problem",
                            f"a decoy ({', '.join(found)}) passes this problem's check: the problem cannot tell a "
