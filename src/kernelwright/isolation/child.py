@@ -124,6 +124,13 @@ def main(argv: list[str]) -> int:
         from kernelwright.hardware import gpu_lock
 
         gpu_lock.hold_shared()
+    profile_dir = os.environ.get("KERNELWRIGHT_PROFILE_JOBS", "")  # a diagnostic: where each job's time goes
+    profiler = None
+    if profile_dir:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         _resolve(JOBS[job])(spec, channel)
     except JobFailure as failure:
@@ -137,6 +144,10 @@ def main(argv: list[str]) -> int:
         first = str(exc).splitlines()[0] if str(exc) else ""
         channel.send(JobError(status="runtime_error", code="exception",
                               message=f"{type(exc).__name__}: {first}".rstrip(": "), detail=short_traceback(exc)))
+    if profiler is not None:
+        profiler.disable()
+        with contextlib.suppress(OSError):
+            profiler.dump_stats(os.path.join(profile_dir, f"{job}-{os.getpid()}.prof"))
     if on_gpu:
         from kernelwright.hardware import gpu_lock
 
