@@ -74,6 +74,14 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _bytecode_cache() -> None:
+    """Before torch is imported: bytecode in kernelwright's cache where the installation has none (bytecode.py)."""
+    from kernelwright.config import config
+    from kernelwright.isolation import bytecode
+
+    bytecode.enable(config.cache_dir)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -87,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     signal.signal(signal.SIGTERM, _terminated)  # cleanup (children, scratch folders) as for Ctrl-C
     try:
+        _bytecode_cache()
         module = importlib.import_module(COMMANDS[args.command])
         return int(module.run(args))
     except KernelwrightError as exc:

@@ -40,7 +40,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     torch.manual_seed(seed)
     reference = problem.Model(*init).to(device)
     state = reference.state_dict()
-    sets = [tensors.to_device(make_inputs(problem, seed + i), device) for i in range(spec.n_sets)]
+    sets = [tensors.to_device(make_inputs(problem, seed + i, device), device) for i in range(spec.n_sets)]
     forward_seed = trials.forward_seed(seed)
     expected, expected64 = reference_outputs(reference, sets[0], forward_seed)
     del reference

@@ -333,6 +333,9 @@ class _CandidateJob:
         outputs = tensors.flatten_outputs(result)
         types = [type(o).__module__ + "." + type(o).__qualname__ for o in outputs]
         tensor_outputs = [o for o in outputs if isinstance(o, torch.Tensor)]
+        # The outputs' digests where they live, taken before the copy the parent judges: a write after either shows
+        # as a changed digest after the wait below.
+        early = [tensors.digest(o) for o in tensor_outputs]
         # A copy, also on the CPU (where .cpu() would return the same storage and no late write could show).
         first_copy = [o.detach().to("cpu", copy=True) for o in tensor_outputs]
         tensors.save(first_copy, self.out_dir / f"out-{trial.index}.pt")
@@ -345,8 +348,7 @@ class _CandidateJob:
         aliased = sorted({j for j, o in enumerate(tensor_outputs) for v in dev_tensors if tensors.overlaps(o, v)})
         time.sleep(LATE_WRITE_WAIT_S)
         runtime.synchronize(device)
-        late = [j for j, o in enumerate(tensor_outputs)
-                if tensors.digest(o) != tensors.digest(first_copy[j])]
+        late = [j for j, o in enumerate(tensor_outputs) if tensors.digest(o) != early[j]]
         monitor.check_background(f"trial {trial.index}, {LATE_WRITE_WAIT_S * 1e3:.0f} ms after forward")
 
         trial_kernels = self.classify(events) if events is not None else None

@@ -55,7 +55,7 @@ def run_probe_job(spec: ProbeSpec, channel: Channel) -> None:
     init = make_init_inputs(module, 0)
     torch.manual_seed(0)
     model = module.Model(*init).to(device)
-    inputs = tensors.to_device(make_inputs(module, 1), device)
+    inputs = tensors.to_device(make_inputs(module, 1, device), device)
     with torch.no_grad():
         outputs = tensors.flatten_outputs(model(*inputs))
     runtime.synchronize(device)

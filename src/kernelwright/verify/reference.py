@@ -1,7 +1,8 @@
 """The reference job — runs in its own child, never in the candidate's (DESIGN.md rule 2; KNOWN_HACKS #15).
 
-It imports the problem, builds ``Model`` under the recorded seed, makes every trial's inputs (on the CPU, as
-KernelBench does) and computes the answers twice: in the problem's native precision on the device, and in float64.
+It imports the problem, builds ``Model`` under the recorded seed, makes every trial's inputs (on the device the
+verify runs on: ``get_inputs()`` under ``torch.device``, falling back to the CPU, where KernelBench makes them, for
+a ``get_inputs`` that cannot) and computes the answers twice: in the problem's native precision on the device, and in float64.
 Inputs and the model's state go to the shared directory the candidate reads; the answers go to a private directory
 that the parent reads and deletes before the candidate starts.
 """
@@ -40,7 +41,19 @@ def _problem_failure(what: str, exc: BaseException) -> JobFailure:
                       detail=short_traceback(exc))
 
 
-def make_inputs(module: Any, seed: int) -> list[Any]:
+def make_inputs(module: Any, seed: int, device: torch.device | str | None = None) -> list[Any]:
+    """``get_inputs()`` under ``seed``; with ``device``, its tensor factories default to that device (a gigabyte of
+    ``torch.rand`` takes a CPU seconds and a GPU a millisecond; "meta" gives shapes only). A ``get_inputs`` that
+    fails there is run again on the CPU, and its error, if any, is the CPU run's."""
+    if device is not None and torch.device(device).type != "cpu":
+        torch.manual_seed(seed)
+        try:
+            with torch.device(device):
+                values = module.get_inputs()
+            if isinstance(values, (list, tuple)):
+                return list(values)
+        except Exception:
+            pass
     torch.manual_seed(seed)
     try:
         values = module.get_inputs()
@@ -99,15 +112,28 @@ def _all_finite(outputs: list[torch.Tensor] | None) -> bool:
     return all(bool(torch.isfinite(o).all()) if o.is_floating_point() else True for o in outputs)
 
 
+def _generators(seed: int) -> Any:
+    """A seeded generator per device, made when first asked for (noise is drawn where the tensor lives)."""
+    made: dict[torch.device, torch.Generator] = {}
+
+    def on(device: torch.device) -> torch.Generator:
+        if device not in made:
+            made[device] = torch.Generator(device=device).manual_seed(seed)
+        return made[device]
+
+    return on
+
+
 def _transform(values: list[Any], kind: str, seed: int, level: int) -> tuple[list[Any], str]:
-    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+    gen = _generators(seed ^ 0x5EED)
     out = []
     for v in values:
         if isinstance(v, torch.Tensor) and v.is_floating_point():
             if kind == trials.SCALED:
                 v = v * SCALE_FACTORS[level]
             else:
-                noise = torch.randn(v.shape, generator=gen, dtype=torch.float32) * HEAVY_TAIL_SIGMA[level]
+                noise = torch.randn(v.shape, generator=gen(v.device), dtype=torch.float32,
+                                    device=v.device) * HEAVY_TAIL_SIGMA[level]
                 v = (v.to(torch.float32) * torch.exp(noise)).to(v.dtype)
         out.append(v)
     label = f"x{SCALE_FACTORS[level]:g}" if kind == trials.SCALED else f"x exp(N(0,{HEAVY_TAIL_SIGMA[level]}^2))"
@@ -134,7 +160,7 @@ def _second_shape(module: Any, size_globals: dict[str, int], init_seed: int, see
     """Size globals that can change without changing the model's constructor arguments (so its weights stay
     valid) and that do change the inputs' shapes: {name: new value}."""
     base_init = make_init_inputs(module, init_seed)
-    base_shapes = _shapes(make_inputs(module, seed))
+    base_shapes = _shapes(make_inputs(module, seed, "meta"))
     chosen: dict[str, int] = {}
     for name, value in size_globals.items():
         if value < 2 or not isinstance(getattr(module, name, None), int):
@@ -145,7 +171,7 @@ def _second_shape(module: Any, size_globals: dict[str, int], init_seed: int, see
         setattr(module, name, new)
         try:
             ok = _same_init(make_init_inputs(module, init_seed), base_init) and _shapes(
-                make_inputs(module, seed)) != base_shapes
+                make_inputs(module, seed, "meta")) != base_shapes
         except JobFailure:
             ok = False
         finally:
@@ -159,17 +185,19 @@ def _ignored_inputs(model: torch.nn.Module, inputs: list[Any], outputs: list[tor
                     device: torch.device, seed: int | None = None) -> list[int]:
     """Inputs whose values do not change the output (left out of the minimum bytes)."""
     ignored = []
-    gen = torch.Generator().manual_seed(1234)
+    gen = _generators(1234)
     for i, v in enumerate(inputs):
         if not isinstance(v, torch.Tensor) or v.numel() == 0:
             continue
         if v.is_floating_point():
-            other = (torch.randn(v.shape, generator=gen) * (v.float().std() + 1) + 3).to(v.dtype)
+            other = (torch.randn(v.shape, generator=gen(v.device), device=v.device) * (v.float().std() + 1) + 3
+                     ).to(v.dtype)
         elif v.dtype == torch.bool:
             other = ~v
         else:
             lo, hi = int(v.min()), int(v.max())
-            other = torch.randint(lo, hi + 1, v.shape, generator=gen, dtype=v.dtype) if hi > lo else v + 1
+            other = torch.randint(lo, hi + 1, v.shape, generator=gen(v.device), dtype=v.dtype,
+                                  device=v.device) if hi > lo else v + 1
         changed = list(inputs)
         changed[i] = other
         try:
@@ -225,7 +253,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
             channel.send(ReferenceTrial(index=trial.index, kind=trial.kind,
                                         skipped="no size global can change without changing the model's constructor"))
             continue
-        inputs, note = _inputs_for(module, trial, shape_change)
+        inputs, note = _inputs_for(module, trial, shape_change, device)
         before = _buffers(model) if trial.index == 0 else {}
         answer = answers.run(trial, inputs, note, base_finite)
         if trial.index == 0:
@@ -278,7 +306,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         outs = _run(model, dev_inputs, device)
         aliased = sorted({j for j, o in enumerate(outs) for v in dev_inputs
                           if isinstance(v, torch.Tensor) and tensors.overlaps(o, v)})
-        mutated = any(isinstance(v, torch.Tensor) and not torch.equal(v.cpu(), w)
+        mutated = any(isinstance(v, torch.Tensor) and not torch.equal(v, w.to(v.device))
                       for v, w in zip(dev_inputs, first_inputs) if isinstance(w, torch.Tensor))
         channel.send(Semantics(outputs_alias_inputs=tuple(aliased), mutates_inputs=bool(mutated)))
 
@@ -308,15 +336,16 @@ def _save_state_change(model: torch.nn.Module, before: dict[str, torch.Tensor], 
         torch.save({"native": changed, "fp64": fp64}, path)
 
 
-def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, int]) -> tuple[list[Any], str]:
+def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, int],
+                device: torch.device) -> tuple[list[Any], str]:
     """A trial's inputs (at the second shape for the shape trial) and the note that says how they were made."""
     if trial.kind != trials.SHAPE:
-        return make_inputs(module, trial.seed), ""
+        return make_inputs(module, trial.seed, device), ""
     saved = {name: getattr(module, name) for name in shape_change}
     for name, value in shape_change.items():
         setattr(module, name, value)
     try:
-        inputs = make_inputs(module, trial.seed)
+        inputs = make_inputs(module, trial.seed, device)
     finally:
         for name, value in saved.items():
             setattr(module, name, value)
