@@ -220,6 +220,9 @@ KNOBS: dict[str, Setting] = _table(
     Setting("prestart", boolean, True,
             "start the verifier's candidate and baseline processes while the reference runs (imports and CUDA "
             "context ready; each still serves one job)"),
+    Setting("reference_cache_gb", number(0), 8.0,
+            "memory for references reused by the verifies of one run (same problem content, seed, trials, sizes, "
+            "device); 0 turns the reuse off"),
     Setting("cpu_max_elements", integer(1), 1 << 18,
             "without a GPU, problems whose inputs hold more elements are checked at reduced sizes"),
     Setting("child_memory_gb", number(), 0.0,

@@ -30,8 +30,10 @@ def _package(tmp_path, monkeypatch, name, read_only):
 
 def test_read_only_install_without_bytecode_gets_a_prefix(tmp_path, monkeypatch, clean):
     _package(tmp_path, monkeypatch, "kw_ro_pkg", read_only=True)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # PYTHONDONTWRITEBYTECODE=1, as on the GPU machine
     prefix = bytecode.enable(tmp_path / "cache", module="kw_ro_pkg")
     assert prefix == str(tmp_path / "cache" / "pycache") == sys.pycache_prefix == os.environ["PYTHONPYCACHEPREFIX"]
+    assert not sys.dont_write_bytecode
 
 
 def test_writable_or_compiled_install_is_left_alone(tmp_path, monkeypatch, clean):
@@ -45,3 +47,9 @@ def test_a_prefix_the_user_set_wins(tmp_path, monkeypatch, clean):
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "mine"))
     _package(tmp_path, monkeypatch, "kw_ro2_pkg", read_only=True)
     assert bytecode.enable(tmp_path / "cache", module="kw_ro2_pkg") is None
+
+
+def test_a_writable_install_that_never_gets_bytecode_gets_a_prefix(tmp_path, monkeypatch, clean):
+    _package(tmp_path, monkeypatch, "kw_rw2_pkg", read_only=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert bytecode.enable(tmp_path / "cache", module="kw_rw2_pkg") == str(tmp_path / "cache" / "pycache")

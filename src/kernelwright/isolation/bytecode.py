@@ -5,7 +5,9 @@ compiles torch's ~1,600 modules from source in every process: 3-6 s per verify j
 The trusted parent then keeps bytecode in kernelwright's cache (``sys.pycache_prefix``) as it imports, and the
 jobs read it from there (``PYTHONPYCACHEPREFIX``); the jobs themselves never write bytecode
 (``PYTHONDONTWRITEBYTECODE``, :func:`kernelwright.isolation.process.scrubbed_environment`).
-An installation that has its ``.pyc`` files, or can write them, is left alone: a prefix would hide them.
+An installation that has its ``.pyc`` files, or can write them, is left alone: a prefix would hide them. A set
+``PYTHONDONTWRITEBYTECODE`` (the GPU machine's image sets it, run 52) keeps bytecode out of the source tree, which
+the prefix does too: the parent writes there all the same. A ``PYTHONPYCACHEPREFIX`` the user chose is theirs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ def _needs_prefix(module: str = "torch") -> bool:
     cached = importlib.util.cache_from_source(spec.origin)
     if os.path.exists(cached):
         return False
+    if sys.dont_write_bytecode:  # none will ever be written beside the sources
+        return True
     folder = os.path.dirname(cached)
     return not os.access(folder if os.path.isdir(folder) else os.path.dirname(folder), os.W_OK)
 
@@ -30,7 +34,7 @@ def _needs_prefix(module: str = "torch") -> bool:
 def enable(cache_dir: Path | str, module: str = "torch") -> str | None:
     """Keep bytecode under ``cache_dir/pycache`` when ``module``'s installation has none and cannot hold any; the
     prefix chosen (also in ``PYTHONPYCACHEPREFIX`` for the children), or None when nothing was changed."""
-    if sys.pycache_prefix or sys.dont_write_bytecode or os.environ.get("PYTHONPYCACHEPREFIX"):
+    if sys.pycache_prefix or os.environ.get("PYTHONPYCACHEPREFIX"):
         return None
     try:
         if not _needs_prefix(module):
@@ -40,5 +44,6 @@ def enable(cache_dir: Path | str, module: str = "torch") -> str | None:
     except (OSError, ImportError, ValueError):
         return None
     sys.pycache_prefix = str(prefix)
+    sys.dont_write_bytecode = False  # this (trusted) process writes; the jobs only read
     os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
     return str(prefix)

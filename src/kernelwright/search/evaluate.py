@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import shutil
 import tempfile
 import time
@@ -38,6 +39,9 @@ class CpuEvaluator:
     # The reduced sizes, worked out once (running the problem): given by the caller when the problem must not run
     # in this process (a generated problem: ``kernelwright.verify.probe`` computes them in the isolated child).
     size_overrides: dict[str, int] | None = None
+    # One seed for every verify of this search, drawn here (no candidate can know it): the reference then runs
+    # once and every later candidate reuses it (verify/refcache.py).
+    verify_seed: int = field(default_factory=lambda: secrets.randbelow(2**31 - 1000))
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         return iter(())
@@ -50,7 +54,8 @@ class CpuEvaluator:
         return verify(self.problem, candidate.path, _options(self.policy, device="cpu", inspect_archs=(self.arch,),
                                                              size_overrides=self.size_overrides or None,
                                                              reduce_on_cpu=False,  # sizes chosen above
-                                                             deadline=deadline))
+                                                             deadline=deadline, seed=self.verify_seed,
+                                                             reuse_reference=True))
 
 
     def _sizes_for(self, candidate: Candidate) -> dict[str, int]:
@@ -95,6 +100,7 @@ class GpuEvaluator:
     # (reference, candidate, baselines with two torch.compile modes, decoys) took 60-100 s a problem on the H200
     # (2026-12-02, run 15 of docs/gpu-validation.md).
     verify_estimate_s: float = 90.0
+    verify_seed: int = field(default_factory=lambda: secrets.randbelow(2**31 - 1000))  # as CpuEvaluator's
 
     def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
         from kernelwright.isolation.process import run_child
@@ -157,7 +163,7 @@ class GpuEvaluator:
     def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: float | None = None) -> Verdict:
         from kernelwright.verify.verifier import verify
 
-        extra = dict(self.verify_options)
+        extra = {"seed": self.verify_seed, "reuse_reference": True, **self.verify_options}
         compile_baseline = compile_baseline and extra.pop("compile_baseline", True)
         return verify(self.problem, candidate.path,
                       _options(self.policy, device="cuda", compile_baseline=compile_baseline, deadline=deadline,

@@ -207,6 +207,8 @@ CATALOGUE: tuple[Code, ...] = (
     Code("no-fp64-reference", DIAGNOSTIC, N, "the problem's model does not run in float64; outputs are judged "
          "against its own precision's output"),
     Code("work-count-failed", DIAGNOSTIC, N, "counting the reference's FLOPs and bytes failed; no roofline"),
+    Code("reference-reused", DIAGNOSTIC, N, "the reference's inputs and answers came from an earlier verify of this "
+         "run (same problem content, seed, trials, sizes and device): no reference job ran"),
     Code("unknown-device", DIAGNOSTIC, N, "no datasheet peaks for this GPU: no physical floor, so no "
          "beyond-roofline check"),
     Code("reference-kernels-unavailable", DIAGNOSTIC, N, "the reference's kernels could not be listed; library "

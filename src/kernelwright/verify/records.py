@@ -43,6 +43,9 @@ class VerifyOptions:
     # Without a GPU and without size_overrides: shrink a problem too big for the Triton interpreter (its inputs over
     # cpu_max_elements) to sizes it can check in reasonable time, and say so. False checks at the sizes as written.
     reduce_on_cpu: bool = True
+    # Keep this verify's reference (inputs and answers, in this process's memory) for later verifies of the same
+    # problem, seed, trials, sizes and device, and take an earlier one's: a search's candidates (verify/refcache.py).
+    reuse_reference: bool = False
     # A file each step of the protocol appends a JSON line to as it starts and ends ({"phase", "event", "at_s",
     # "s"}; event "start", "end", or "stopped" where a signal or an exception left the step): where a verify that a
     # caller's limit kills was (the verdict says it only when the verify ends).

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kernelwright import __version__
 from kernelwright.config import config
 from kernelwright.errors import ConfigError, InputError
+from kernelwright.hardware.calibration import installed_torch_version
 from kernelwright.hardware.local import resolve_device
 from kernelwright.isolation import protocol
 from kernelwright.isolation.process import ChildRun, discard_prestarted, prestart_child, run_child
@@ -252,6 +253,18 @@ class _Verification:
             problem=str(self.problem.path), device=self.device, init_seed=self.seed,
             trials=tuple(t.to_json() for t in self.plan), shared_dir=str(self.shared), private_dir=str(self.private),
             policy=self.opts.policy, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes)
+        from kernelwright.verify import refcache
+
+        key = refcache.key_of(self.problem.sha256, spec.to_json(), installed_torch_version())
+        caching = self.opts.reuse_reference and refcache.CACHE.capacity_bytes() > 0
+        reused = refcache.CACHE.get(key) if caching else None
+        if reused is not None:
+            reused.write_shared(self.shared)
+            run = reused.run
+            self.judge.add("reference-reused", "the reference's inputs and answers came from an earlier verify of "
+                           "this run (same problem content, seed, trials, sizes and device)", Severity.NOTE)
+            return self._reference_from(run, {i: dict(r) for i, r in reused.refs.items()}, reused.ref_state,
+                                        reused.ref_state64)
         run = self._run("reference", spec)
         if self.budget_cut == "reference":
             raise _BudgetSpent("reference (cut short)")
@@ -262,10 +275,6 @@ class _Verification:
         if error or not run.finished:
             what = error.message if error else run.describe_exit()
             raise InputError(f"problem {self.problem.path.name}: computing the reference failed: {what}")
-        facts = run.report(protocol.DeviceFacts)
-        if facts:
-            self.device_facts = facts.facts
-        ref_trials = {t.index: t for t in run.reports(protocol.ReferenceTrial)}
         refs: dict[int, dict[str, Any]] = {}
         import torch
 
@@ -274,8 +283,24 @@ class _Verification:
             refs[index] = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         state = self.private / trials.STATE_FILE
         saved = torch.load(state, map_location="cpu", weights_only=True) if state.is_file() else {}
-        self.ref_state, self.ref_state64 = saved.get("native") or {}, saved.get("fp64") or {}
         shutil.rmtree(self.private, ignore_errors=True)  # the answers now live only in this process
+        ref_state, ref_state64 = saved.get("native") or {}, saved.get("fp64") or {}
+        if caching:
+            # Before any candidate runs: the shared files as the reference wrote them.
+            entry = refcache.make_entry(run, refs, ref_state, ref_state64, self.shared,
+                                        refcache.CACHE.capacity_bytes())
+            if entry is not None:
+                refcache.CACHE.put(key, entry)
+        return self._reference_from(run, refs, ref_state, ref_state64)
+
+    def _reference_from(self, run: ChildRun, refs: dict[int, dict[str, Any]], ref_state: dict[str, Any],
+                        ref_state64: dict[str, Any]
+                        ) -> tuple[dict[int, dict[str, Any]], dict[int, protocol.ReferenceTrial], protocol.Semantics]:
+        facts = run.report(protocol.DeviceFacts)
+        if facts:
+            self.device_facts = facts.facts
+        ref_trials = {t.index: t for t in run.reports(protocol.ReferenceTrial)}
+        self.ref_state, self.ref_state64 = ref_state, ref_state64
         work = run.report(protocol.Work)
         if work:
             from kernelwright.verify.roofline import WorkCount, traits

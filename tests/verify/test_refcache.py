@@ -1,0 +1,92 @@
+"""References reused across the verifies of one run: only where everything they depend on is the same, never
+shared with a later candidate through files it could change, and bounded in memory."""
+
+from pathlib import Path
+
+import pytest
+
+from kernelwright.config import config
+from kernelwright.records import Status
+from kernelwright.verify import refcache
+from kernelwright.verify.records import VerifyOptions
+from kernelwright.verify.verifier import verify
+
+HERE = Path(__file__).parent
+SOFTMAX = HERE / "problems" / "softmax.py"
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    refcache.CACHE.clear()
+    yield
+    refcache.CACHE.clear()
+
+
+def _codes(verdict):
+    return {f.code for f in verdict.findings}
+
+
+def test_the_second_verify_reuses_the_reference_and_a_candidate_cannot_poison_it(candidate, tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    honest = candidate("softmax_ok.py")
+    # A candidate that rewrites every input file it can find on disk (the shared folder of its verify).
+    poisoner = tmp_path / "softmax_poisons_inputs.py"
+    poisoner.write_text(
+        "import glob, torch\n"
+        f"for _p in glob.glob({str(scratch)!r} + '/*/shared/inputs-*.pt'):\n"
+        "    torch.save([torch.zeros(1)], _p)\n" + honest.read_text())
+    options = VerifyOptions(device="cpu", seed=11, reuse_reference=True)
+    with config.scope(scratch_dir=str(scratch)):
+        first = verify(SOFTMAX, honest, options)
+        second = verify(SOFTMAX, poisoner, options)
+        third = verify(SOFTMAX, honest, options)
+        other_seed = verify(SOFTMAX, honest, VerifyOptions(device="cpu", seed=12, reuse_reference=True))
+    assert first.status == Status.PASSED and "reference-reused" not in _codes(first)
+    assert second.status != Status.PASSED and "reference-reused" in _codes(second)
+    assert third.status == Status.PASSED and "reference-reused" in _codes(third)
+    assert [t.seed for t in third.trials] == [t.seed for t in first.trials]
+    assert third.phases["reference"] < first.phases["reference"]
+    assert other_seed.status == Status.PASSED and "reference-reused" not in _codes(other_seed)
+    assert refcache.CACHE.hits == 2
+
+
+def test_without_the_option_nothing_is_kept(candidate):
+    verdict = verify(SOFTMAX, candidate("softmax_ok.py"), VerifyOptions(device="cpu", seed=11))
+    assert verdict.status == Status.PASSED and len(refcache.CACHE) == 0
+
+
+def test_the_key_is_everything_the_answers_depend_on_and_not_the_folders():
+    spec = {"problem": "/p.py", "device": "cpu", "init_seed": 3, "trials": [{"index": 0}], "policy": "strict",
+            "size_overrides": {}, "shared_dir": "/a/shared", "private_dir": "/a/private"}
+    base = refcache.key_of("sha", spec, "2.13.0")
+    assert refcache.key_of("sha", {**spec, "shared_dir": "/b/shared", "private_dir": "/b/p"}, "2.13.0") == base
+    changed = [refcache.key_of("sha2", spec, "2.13.0"), refcache.key_of("sha", spec, "2.12.0")] + [
+        refcache.key_of("sha", {**spec, field: value}, "2.13.0")
+        for field, value in (("init_seed", 4), ("device", "cuda"), ("size_overrides", {"N": 7}),
+                             ("trials", [{"index": 1}]), ("policy", "tf32"), ("problem", "/q.py"))]
+    assert base not in changed and len(set(changed)) == len(changed)
+
+
+def _entry(nbytes):
+    return refcache.Entry(run=None, refs={}, ref_state={}, ref_state64={}, shared_files=(), nbytes=nbytes)
+
+
+def test_entries_are_evicted_least_recently_used_within_the_budget():
+    cache = refcache.ReferenceCache()
+    gib = 1 << 30
+    with config.scope(reference_cache_gb=2.0):
+        assert cache.put("a", _entry(gib)) and cache.put("b", _entry(gib))
+        assert cache.get("a") is not None  # a is now the most recent
+        assert cache.put("c", _entry(gib))  # b goes
+        assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+        assert not cache.put("huge", _entry(3 * gib)) and cache.get("huge") is None
+    with config.scope(reference_cache_gb=0):
+        assert not cache.put("d", _entry(1))
+
+
+def test_an_entry_too_large_reads_no_file(tmp_path):
+    (tmp_path / "inputs-0.pt").write_bytes(b"x" * 4096)
+    assert refcache.make_entry(None, {}, {}, {}, tmp_path, capacity_bytes=1024) is None
+    entry = refcache.make_entry(None, {}, {}, {}, tmp_path, capacity_bytes=1 << 20)
+    assert entry.nbytes == 4096 and entry.shared_files[0][0] == "inputs-0.pt"
