@@ -220,9 +220,10 @@ KNOBS: dict[str, Setting] = _table(
     Setting("prestart", boolean, True,
             "start the verifier's candidate and baseline processes while the reference runs (imports and CUDA "
             "context ready; each still serves one job)"),
-    Setting("reference_cache_gb", number(0), 8.0,
+    Setting("reference_cache_gb", number(), -1.0,
             "memory for references reused by the verifies of one run (same problem content, seed, trials, sizes, "
-            "device); 0 turns the reuse off"),
+            "device); <0: a quarter of this machine's memory (a full-size level-1 reference can hold 11 GB); "
+            "0 turns the reuse off"),
     Setting("cpu_max_elements", integer(1), 1 << 18,
             "without a GPU, problems whose inputs hold more elements are checked at reduced sizes"),
     Setting("child_memory_gb", number(), 0.0,

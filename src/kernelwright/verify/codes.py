@@ -142,6 +142,9 @@ CATALOGUE: tuple[Code, ...] = (
     Code("exception", FAILURE, E, "candidate code raised (runtime_error); the traceback is in the finding's "
          "details"),
     Code("exit-called", FAILURE, E, "sys.exit was called during a job (runtime_error); never exit"),
+    Code("scratch-space", FAILURE, E, "the reference's trial files cannot fit the scratch file system (a full "
+         "/dev/shm is memory); set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or shrink the problem "
+         "(--size)"),
     Code("budget-spent", FAILURE, E, "the time budget ran out before a job could run (timeout); give the run more "
          "time (--budget)"),
     # -- the problem or its baseline -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -85,7 +86,10 @@ class ReferenceCache:
     def capacity_bytes() -> int:
         from kernelwright.config import config
 
-        return int(float(config.reference_cache_gb) * (1 << 30))
+        gigabytes = float(config.reference_cache_gb)
+        if gigabytes < 0:
+            return int(0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        return int(gigabytes * (1 << 30))
 
     def get(self, key: str) -> Entry | None:
         with self._lock:
@@ -116,6 +120,7 @@ class ReferenceCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self.hits = self.misses = 0
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -10,6 +10,7 @@ that the parent reads and deletes before the candidate starts.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,40 @@ def _ignored_inputs(model: torch.nn.Module, inputs: list[Any], outputs: list[tor
     return ignored
 
 
+SCRATCH_MARGIN = 1 << 30  # left free on the scratch file system, for the candidate's own files
+
+
+def _nbytes(values: Any) -> int:
+    return sum(v.numel() * v.element_size() for v in values or () if isinstance(v, torch.Tensor))
+
+
+def _free_bytes(path: Path) -> int:
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+def _check_scratch(per_trial: dict[Path, int], trials_left: int) -> None:
+    """Stop with a one-line error, before writing, where the remaining trials' files cannot fit their file system:
+    a full tmpfs (/dev/shm) is memory, and filling it gets the whole verify killed by the OOM killer with no message
+    (a level-1 problem with a 7.5 GB input needs ~300 GB for its ten trials). ``per_trial``: bytes one trial writes
+    into each folder."""
+    by_fs: dict[int, tuple[Path, int]] = {}
+    for directory, nbytes in per_trial.items():  # shared and private share a file system unless a mount splits them
+        fs = os.stat(directory).st_dev
+        first, total = by_fs.get(fs, (directory, 0))
+        by_fs[fs] = (first, total + nbytes)
+    gib = 1 << 30
+    for directory, nbytes in by_fs.values():
+        wanted, free = nbytes * trials_left, _free_bytes(directory)
+        if wanted + SCRATCH_MARGIN > free:
+            raise JobFailure(
+                "runtime_error", "scratch-space",
+                f"the reference's {trials_left} remaining trial(s) need ~{wanted / gib:.1f} GB of scratch files "
+                f"({nbytes / gib:.1f} GB a trial: inputs and the native and float64 answers) and {directory.parent} "
+                f"has {free / gib:.1f} GB free; set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or "
+                "shrink the problem (--size NAME=VALUE)")
+
+
 def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
     runtime.quiet_warnings()
     device = runtime.device_of(spec.device)
@@ -266,6 +301,8 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
             base_finite = base_finite and _all_finite(native)
         if trial.index == 0:
             first_inputs, first_outputs = inputs, native
+        _check_scratch({shared: _nbytes(inputs), private: _nbytes(native) + _nbytes(ref64)},
+                       sum(1 for t in plan[plan.index(trial):] if t.needs_own_reference))
         host = {"inputs": [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in inputs],
                 "native": [o.detach().cpu() for o in native],
                 "fp64": [o.detach().cpu() for o in ref64] if ref64 is not None else None}
