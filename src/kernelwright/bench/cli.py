@@ -119,5 +119,8 @@ def run(args: argparse.Namespace) -> int:
                 ("eager", "eager"), ("compile", "torch.compile"), ("compile_max_autotune", "max-autotune")) if g[b])
         else:
             line += " (nothing timed: no GPU)"
+        waiting = sorted({n for names in (s.get("pending") or {}).values() for n in names})
+        if waiting:
+            line += f"; {len(waiting)} row(s) with baselines pending (--resume times them)"
         print(f"kernelwright bench: {line}. Written: " + ", ".join(str(p) for p in written.values()))
     return 130 if outcome.interrupted else 0

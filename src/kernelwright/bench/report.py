@@ -66,6 +66,11 @@ def markdown(doc: Mapping[str, Any]) -> str:
                          f"{_pct(fp['1'])}, fast_1.5 {_pct(fp['1.5'])}, fast_2.0 {_pct(fp['2'])}.")
         lines.append(f"Speed-of-light score {_f(s['sol_score'], '.2f')}; median % of floor "
                      f"{_f(s['median_percent_of_floor'], '.0f')}.")
+    waiting = {b: names for b, names in (s.get("pending") or {}).items() if names}
+    if waiting:
+        lines.append("Baselines pending (their rows stand; `kernelwright bench --resume` times them): " + "; ".join(
+            f"{BASELINE_LABELS[b]} for {len(names)} ({', '.join(names[:8])}{', …' if len(names) > 8 else ''})"
+            for b, names in waiting.items()) + ".")
     if s["exploits"]:
         lines.append("Exploits (scored as failures): " + "; ".join(f"{n} ({f})" for n, f in s["exploits"]) + ".")
     lines += ["", "| problem | status | kernelwright ms | eager ms | compile ms | max-autotune ms | vs eager "
@@ -74,10 +79,16 @@ def markdown(doc: Mapping[str, Any]) -> str:
     for r in doc["problems"]:
         ms, sp = r["ms"], r["speedup"]
         finding = ", ".join(r.get("findings") or []) or (r["message"][:80] if r["status"] != "passed" else "")
+        wait = set(r.get("pending") or ())
+
+        def t(b: str, value: float | None, spec: str, unit: str = "", wait: set[str] = wait) -> str:
+            return "pending" if b in wait else _f(value, spec) + unit
+
         lines.append(
-            f"| {r['name']} | {r['status']} | {_f(ms['candidate'], '.4f')} | {_f(ms['eager'], '.4f')} | "
-            f"{_f(ms['compile'], '.4f')} | {_f(ms['compile_max_autotune'], '.4f')} | "
-            f"{_f(sp['eager'], '.2f')}x | {_f(sp['compile'], '.2f')}x | {_f(sp['compile_max_autotune'], '.2f')}x | "
+            f"| {r['name']} | {r['status']} | {_f(ms['candidate'], '.4f')} | {t('eager', ms['eager'], '.4f')} | "
+            f"{t('compile', ms['compile'], '.4f')} | {t('compile_max_autotune', ms['compile_max_autotune'], '.4f')} | "
+            f"{t('eager', sp['eager'], '.2f', 'x')} | {t('compile', sp['compile'], '.2f', 'x')} | "
+            f"{t('compile_max_autotune', sp['compile_max_autotune'], '.2f', 'x')} | "
             f"{_f(r['percent_of_floor'], '.0f')} | {_f(r['sol_score'], '.2f')} | "
             f"{', '.join(r['tensor_core']) or '-'} | {r['uncovered'][:60].replace('|', '/') or '-'} | "
             f"{finding.replace('|', '/')} |")
@@ -301,9 +312,12 @@ def _table(problems: Sequence[Mapping[str, Any]], out: Path) -> str:
         ms, sp = r["ms"], r["speedup"]
         finding = ", ".join(r.get("findings") or []) or (r["message"] if r["status"] != "passed" else "")
         cls = "passed" if r["status"] == "passed" else "failed"
+        wait = set(r.get("pending") or ())
         cells = [_cell(r["name"]), _cell(r["status"]),
-                 *(_cell(ms[k], _f(ms[k], ".4f"), num=True) for k in ("candidate", *BASELINES)),
-                 *(_cell(sp[b], _f(sp[b], ".2f") + "x" if sp[b] else "-", num=True) for b in BASELINES),
+                 *(_cell(ms[k], "pending" if k in wait else _f(ms[k], ".4f"), num=True)
+                   for k in ("candidate", *BASELINES)),
+                 *(_cell(sp[b], "pending" if b in wait else _f(sp[b], ".2f") + "x" if sp[b] else "-", num=True)
+                   for b in BASELINES),
                  _cell(r["percent_of_floor"], _f(r["percent_of_floor"], ".0f"), num=True),
                  _cell(r["sol_score"], _f(r["sol_score"], ".2f"), num=True),
                  _cell(", ".join(r["tensor_core"]) or None, ", ".join(r["tensor_core"]) or "-"),

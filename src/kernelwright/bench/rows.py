@@ -91,6 +91,10 @@ def row_from_verdict(verdict: Verdict, *, name: str, path: str, mode: str, famil
         "uncovered": uncovered,
         "baselines_reused": next((list(f.details.get("names", [])) for f in verdict.findings
                                   if f.code == "baselines-reused"), []),
+        # Baselines not timed yet (the budget cut them, or they still compile beside the search): the row stands,
+        # ``--resume`` or a later bench of this code fills them (fill_baselines).
+        "pending": [],
+        "baselines_later": [],  # the baselines fill_baselines filled: timed in their own job, not this verify's
         "size_overrides": dict(verdict.size_overrides or {}),
         "device": dict(verdict.device or {}).get("name"),
         "wall_s": round(wall_s, 1),
@@ -112,5 +116,26 @@ def failure_row(*, name: str, path: str, mode: str, status: str, message: str, w
             "arithmetic_intensity": None, "achieved_tflops": None, "achieved_gbs": None, "matmul_dominant": False,
             "ceilings": {},
             "tensor_core": [], "instruction_mix": {}, "families": list(families), "uncovered": uncovered,
-            "baselines_reused": [], "size_overrides": {}, "device": None, "wall_s": round(wall_s, 1),
+            "baselines_reused": [], "pending": [], "baselines_later": [], "size_overrides": {}, "device": None, "wall_s": round(wall_s, 1),
             "best_py": None, "report_md": None, "date": time.strftime("%Y-%m-%d")}
+
+
+def fill_baselines(row: dict[str, Any], measured_ms: dict[str, float | None]) -> dict[str, Any]:
+    """``row`` with the pending baselines of ``measured_ms`` (name -> median ms; None: it failed, so it is no longer
+    pending but has no speedup) filled in: their ms, their speedups over the row's kernel, the SOL score where
+    eager came. The speedup is the same ratio a verify reports with a reused baseline: both sides timed the same
+    way, on the same device and toolchain, in separate processes."""
+    pending = list(row.get("pending") or [])
+    filled = [b for b in pending if b in measured_ms]
+    if not filled:
+        return row
+    ms, speedup = dict(row["ms"]), dict(row["speedup"])
+    kernel_ms = ms.get("candidate")
+    for b in filled:
+        ms[b] = measured_ms[b]
+        speedup[b] = ms[b] / kernel_ms if ms[b] and kernel_ms else None
+    out = {**row, "ms": ms, "speedup": speedup, "pending": [b for b in pending if b not in filled],
+           "baselines_later": sorted({*row.get("baselines_later", ()), *(b for b in filled if ms[b])})}
+    if "eager" in filled:
+        out["sol_score"] = sol_score(ms["eager"], kernel_ms, row.get("floor_ms"))
+    return out

@@ -71,6 +71,11 @@ class Task:
     problem: BenchProblem
     settings: BenchSettings
     reuse_baselines: dict[str, Any] = field(default_factory=dict)
+    # The compile baselines timed in a job of their own beside the search (time_baselines), not after the winner's
+    # verify: max-autotune's cold compile took 180-216 s there and cost whole rows (issue 28).
+    side_baselines: tuple[str, ...] = ()
+    # A stored row whose pending baselines are all this task times (--resume of a row that has its verdict).
+    fill: dict[str, Any] | None = None
 
 
 def _sha(path: Path | None) -> str:
@@ -130,10 +135,28 @@ def baseline_key(problem: BenchProblem, settings: BenchSettings, where: dict[str
 # -- one problem (in a worker process, or here) ----------------------------------------------------------------
 def run_task(task: Task) -> tuple[dict[str, Any], dict[str, Any]]:
     """(row, baseline timings measured for it). Never raises for the problem's sake: a bad problem is a row."""
+    started = time.monotonic()
+    if task.fill is not None:
+        return _fill_pending(task, started)
+    side = _SideBaselines(task, started) if task.side_baselines else None
+    try:
+        row, baselines = _run_problem(task, started)
+    except KeyboardInterrupt:
+        if side is not None:
+            side.join(timeout=30.0)  # its children got the Ctrl-C too
+        raise
+    row = _pending_in_verify(row, task)
+    if side is None:
+        return row, baselines
+    # Interrupted: the side job's children got the Ctrl-C too and end at once; else it ends by its deadline.
+    return _with_side_baselines(row, baselines, task,
+                                side.join(timeout=30.0 if row["status"] == rows.INTERRUPTED else None))
+
+
+def _run_problem(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
     from kernelwright.errors import InputError, KernelwrightError, UnsupportedProblem
 
     problem = task.problem
-    started = time.monotonic()
     mode = "solutions" if task.settings.solutions else "optimize"
     base = {"name": problem.name, "path": str(problem.path), "mode": mode}
     try:
@@ -162,9 +185,86 @@ def run_task(task: Task) -> tuple[dict[str, Any], dict[str, Any]]:
                                 f"{type(exc).__name__}: {exc}"[:400], wall_s=time.monotonic() - started), {}
 
 
+# -- baselines beside the search, and rows whose baselines come later --------------------------------------------
+def _baseline_deadline(task: Task, started: float) -> float:
+    return started + task.settings.budget_per_problem_s + task.settings.verify_limit_s
+
+
+class _SideBaselines:
+    """``task.side_baselines`` timed in a thread of the problem's worker from its start (the jobs are the
+    verifier's own children: the thread only waits on them), until the problem's search and verify allowance
+    ends."""
+
+    def __init__(self, task: Task, started: float) -> None:
+        import threading
+
+        self.task, self.started = task, started
+        self.result: Any = None
+        self.error = ""
+        self._thread = threading.Thread(target=self._run, name=f"baselines-{task.problem.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from kernelwright.verify.records import VerifyOptions
+        from kernelwright.verify.verifier import time_baselines
+
+        settings = self.task.settings
+        try:
+            self.result = time_baselines(self.task.problem.path, self.task.side_baselines, VerifyOptions(
+                device=settings.device, policy=settings.policy, deadline=_baseline_deadline(self.task, self.started)))
+        except Exception as exc:  # noqa: BLE001 - the row says the baselines are pending; the problem's row stands
+            self.error = f"{type(exc).__name__}: {exc}"[:300]
+
+    def join(self, timeout: float | None = None) -> Any:
+        self._thread.join(timeout)
+        return self.result
+
+
+def _with_side_baselines(row: dict[str, Any], baselines: dict[str, Any], task: Task, side: Any
+                         ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The row with what the side job measured filled in (or pending where it was cut or could not run), and those
+    measurements added to the ones the baseline cache stores."""
+    names = task.side_baselines
+    measured = dict(side.measured) if side is not None else {}
+    cut = set(side.cut) if side is not None else set(names)
+    stored = {**baselines, **{n: m.to_json() for n, m in measured.items() if m is not None}}
+    if not row.get("timed"):
+        return row, stored
+    row = {**row, "pending": sorted({*row.get("pending", ()), *names})}
+    done = {n: (m.median_ms if m is not None else None) for n, m in measured.items() if n not in cut}
+    return rows.fill_baselines(row, done), stored
+
+
+def _fill_pending(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A stored row's pending baselines timed now, the rest of the row as it was."""
+    from kernelwright.verify.records import VerifyOptions
+    from kernelwright.verify.verifier import time_baselines
+
+    assert task.fill is not None
+    row = {**task.fill, "resumed": True}
+    settings = task.settings
+    try:
+        side = time_baselines(task.problem.path, tuple(row.get("pending") or ()), VerifyOptions(
+            device=settings.device, policy=settings.policy, deadline=_baseline_deadline(task, started)))
+    except KeyboardInterrupt:
+        return row, {}
+    except Exception:  # noqa: BLE001 - the row keeps its pending baselines for the next call
+        return row, {}
+    done = {n: (m.median_ms if m is not None else None) for n, m in side.measured.items() if n not in side.cut}
+    return rows.fill_baselines(row, done), {n: m.to_json() for n, m in side.measured.items() if m is not None}
+
+
+def _pending_in_verify(row: dict[str, Any], task: Task) -> dict[str, Any]:
+    """A timed row whose verify the budget cut while it timed the baselines: those it did not reach are pending."""
+    if not row.get("timed") or "baselines-cut" not in row.get("notes", ()):
+        return row
+    missing = [b for b in task.settings.baselines if b not in task.side_baselines and row["ms"].get(b) is None]
+    return {**row, "pending": sorted({*row.get("pending", ()), *missing})}
+
+
 def _verify_options(task: Task) -> dict[str, Any]:
     settings = task.settings
-    modes = tuple(b for b in settings.baselines if b in COMPILE_MODES)
+    modes = tuple(b for b in settings.baselines if b in COMPILE_MODES and b not in task.side_baselines)
     return {"compile_baseline": bool(modes), "compile_modes": modes, "reuse_baselines": task.reuse_baselines,
             # each step of a GPU verify as it starts and ends: a verify cut by the problem's budget says where it was
             "progress_file": str(settings.out_dir / task.problem.name / "verify-progress.jsonl")}
@@ -292,11 +392,14 @@ class BenchProgress:
     exploits: int = 0
     speedups: list[float] = field(default_factory=list)
     running: list[str] = field(default_factory=list)
+    pending: int = 0  # rows whose baselines are not all timed
     deadline: float | None = None
     timed: bool = True
 
     def line(self) -> str:
         parts = [f"bench {self.done}/{self.total}", f"{self.passed} passed"]
+        if self.pending:
+            parts.append(f"{self.pending} with baselines pending")
         if self.timed:
             g = geomean(self.speedups)
             parts.append(f"geomean {g:.2f}x vs max-autotune" if g else "geomean -")
@@ -312,6 +415,7 @@ class BenchProgress:
         self.done += 1
         self.passed += row.get("status") == "passed"
         self.exploits += bool(row.get("exploit"))
+        self.pending += bool(row.get("pending"))
         s = (row.get("speedup") or {}).get("compile_max_autotune")
         if row.get("status") == "passed" and s:
             self.speedups.append(s)
@@ -350,14 +454,24 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
         pending: list[Task] = []
         for problem in problems:
             stored = db.bench_result(row_key(problem, settings, where)) if settings.resume else None
+            cached = db.baseline_timings(baseline_key(problem, settings, where))
+            reuse = {k: v for k, v in (cached[0] if cached else {}).items() if k in settings.baselines}
+            if stored is not None and stored.get("pending"):
+                # A row with its verdict whose baselines were not all timed: the cache may hold them by now (a
+                # later bench, or this problem's side job); else only they are timed, not the problem again.
+                stored = rows.fill_baselines(stored, {b: _median(reuse[b]) for b in stored["pending"] if b in reuse})
+                if stored.get("pending"):
+                    pending.append(Task(problem, settings, reuse, fill=stored))
+                    continue
+                db.store_bench_result(stored["key"], _sha(problem.path), problem.name, stored)
             if stored is not None:
                 results[problem.name] = {**stored, "resumed": True}
                 progress.add(stored)
                 reused += 1
                 continue
-            cached = db.baseline_timings(baseline_key(problem, settings, where))
-            reuse = {k: v for k, v in (cached[0] if cached else {}).items() if k in settings.baselines}
-            pending.append(Task(problem, settings, reuse))
+            side = tuple(b for b in settings.baselines if b in COMPILE_MODES and b not in reuse) \
+                if settings.device == "cuda" else ()
+            pending.append(Task(problem, settings, reuse, side_baselines=side))
         progress.show()
 
         def finish(task: Task, row: dict[str, Any], baselines: dict[str, Any]) -> None:
@@ -414,8 +528,22 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
 
 
 def _cut_short(row: Mapping[str, Any]) -> bool:
-    """Whether a budget stopped the row before it said everything: its verify or its baselines."""
-    return "budget-spent" in row.get("findings", ()) or "baselines-cut" in row.get("notes", ())
+    """Whether a budget stopped the row's verify before its verdict. A verdict whose baselines were cut is a row
+    (its missing baselines ``pending``: --resume times only them); one cut with no pending list (a row of an
+    earlier version) is run again."""
+    if "budget-spent" in row.get("findings", ()):
+        return True
+    return "baselines-cut" in row.get("notes", ()) and not row.get("pending")
+
+
+def _median(measurement: Any) -> float | None:
+    """The median of a baseline cache entry (a Measurement's JSON)."""
+    from kernelwright.isolation.protocol import Measurement
+
+    try:
+        return Measurement.from_json(measurement).median_ms
+    except Exception:  # noqa: BLE001 - an unreadable entry is no timing
+        return None
 
 
 def _within_total(task: Task, deadline: float | None) -> Task:

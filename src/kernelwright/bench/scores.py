@@ -66,4 +66,6 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "matmul_without_tensor_cores": sorted(r["name"] for r in timed
                                               if r.get("matmul_dominant") and not r.get("tensor_core")),
         "partly_in_pytorch": sorted(r["name"] for r in rows if r.get("uncovered")),
+        # Rows with a verdict whose baselines are not all timed yet (kernelwright bench --resume fills them)
+        "pending": {b: sorted(r["name"] for r in rows if b in (r.get("pending") or ())) for b in BASELINES},
     }

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, short_traceback
-from kernelwright.isolation.protocol import BaselineResult, BaselineSpec, Ceilings, Measurement, Note
+from kernelwright.isolation.protocol import BaselineResult, BaselineSpec, Ceilings, JobError, Measurement, Note
 from kernelwright.verify import runtime
 
 if TYPE_CHECKING:
@@ -119,7 +119,10 @@ def collect_baselines(run: ChildRun, reused: dict[str, Measurement], judge: Any,
         found[result.name] = result.measurement
         if result.error:
             judge.add("baseline-failed", f"{result.name} baseline failed: {result.error}", Severity.NOTE)
-    if not run.finished and budget_cut:
+    error = run.report(JobError)
+    if error is not None:  # the job itself failed before or between the baselines (their results say the rest)
+        judge.add("baseline-failed", f"the baseline job failed: {error.message}", Severity.NOTE)
+    elif not run.finished and budget_cut:
         judge.add("baselines-cut", "the budget ran out while timing the baselines: the speedups are unknown; give "
                   "the run more time (--budget, or bench's --verify-limit)", Severity.NOTE)
     elif not run.finished:

@@ -16,7 +16,8 @@ import secrets
 import shutil
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +114,36 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
     return replace(verdict, duration_s=time.monotonic() - started, phases=phases)
 
 
+@dataclass(frozen=True)
+class BaselineTimings:
+    """What :func:`time_baselines` measured: each asked-for baseline's measurement (None where it failed or was
+    cut), the ones the deadline cut (pending, not failed: a later call may time them) and the notes on failures."""
+
+    measured: dict[str, protocol.Measurement | None]
+    cut: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def time_baselines(problem: str | Path, names: Sequence[str], options: VerifyOptions | None = None
+                   ) -> BaselineTimings:
+    """PyTorch's side of a verify alone: the baselines ``names`` (``eager``, ``compile``,
+    ``compile_max_autotune``) timed exactly as a verify times them, on a verify's random input sets, with no
+    candidate. kernelwright bench starts it beside a problem's search, so that torch.compile's and max-autotune's
+    compile (minutes of CPU work on a cold machine) overlaps the search instead of following the winner's verify.
+    Runs only the problem's own ``Model`` (trusted), in the verifier's reference and baseline children; stops at
+    ``options.deadline``, and what that cut is in ``cut``."""
+    opts = options or VerifyOptions()
+    problem_file = read_problem(problem)
+    device = resolve_device(opts.device)
+    seed = opts.seed if opts.seed is not None else secrets.randbelow(2**31 - 1000)
+    factor = float(opts.tolerance_factor or config.tolerance_factor)
+    workdir = Path(tempfile.mkdtemp(prefix="kernelwright-baselines-", dir=config.scratch_dir or None))
+    try:
+        return _Verification(problem_file, None, opts, device, seed, factor, workdir, {}).baselines_only(names)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 class _BudgetSpent(Exception):
     """The deadline came before (or during) a job whose result the verdict cannot do without."""
 
@@ -122,7 +153,7 @@ class _BudgetSpent(Exception):
 
 
 class _Verification:
-    def __init__(self, problem: ProblemFile, candidate: CandidateFile, opts: VerifyOptions, device: str, seed: int,
+    def __init__(self, problem: ProblemFile, candidate: CandidateFile | None, opts: VerifyOptions, device: str, seed: int,
                  factor: float, workdir: Path, base: dict[str, Any]) -> None:
         self.problem, self.candidate, self.opts = problem, candidate, opts
         self.device, self.seed, self.factor = device, seed, factor
@@ -143,7 +174,8 @@ class _Verification:
         self.work: Any = None
         self.reference_kernels: list[str] = []
         # Wall time of each step of the protocol, for the verdict and (as they start and end) the progress file.
-        self.clock = PhaseClock(opts.progress_file, candidate=str(candidate.path))
+        self.clock = PhaseClock(opts.progress_file, candidate=str(candidate.path) if candidate else "")
+        self.baseline_names: tuple[str, ...] | None = None  # time only these (time_baselines)
         self.phases = self.clock.phases
         self.budget_cut: str | None = None  # the job the deadline stopped, if it did
         self.ceilings: dict[str, Any] = {}  # the device's measured ceilings (the baseline job or the cache)
@@ -200,6 +232,32 @@ class _Verification:
                            findings=(Finding(code="budget-spent", message=f"no time left for the {cut.job} job"),))
         finally:
             discard_prestarted(self.workdir)  # a job the verdict did not need (a failed candidate's baselines)
+
+    def baselines_only(self, names: Sequence[str]) -> BaselineTimings:
+        """The reference job for a verify's random input sets (its answers unused), then the baseline job."""
+        from kernelwright.verify.baseline import COMPILE_MODES
+
+        names = tuple(dict.fromkeys(names))
+        random = [t for t in self.plan if t.kind == trials.RANDOM]
+        self.plan = random[:max(1, int(config.input_sets))]
+        self.baseline_names = names
+        self.opts = replace(self.opts, compile_baseline=any(n in COMPILE_MODES for n in names),
+                            compile_modes=tuple(n for n in names if n in COMPILE_MODES), reuse_baselines={})
+        if config.prestart:
+            prestart_child("baseline", workdir=self.workdir, device=self.device)
+        try:
+            with self.clock.phase("reference"):
+                self._reference()
+            with self.clock.phase("baselines"):
+                found = self._baselines()
+        except _BudgetSpent:
+            return BaselineTimings(dict.fromkeys(names), cut=names)
+        finally:
+            discard_prestarted(self.workdir)
+        measured = {n: found.get(n) for n in names}
+        cut = tuple(n for n, m in measured.items() if m is None) if self.budget_cut == "baseline" else ()
+        notes = tuple(f.message for f in self.judge.findings if f.code in ("baseline-failed", "baselines-cut"))
+        return BaselineTimings(measured, cut, notes)
 
     def _protocol(self) -> Verdict:
         with self.clock.phase("reference"):
@@ -650,6 +708,8 @@ class _Verification:
 
         n_sets = min(int(config.input_sets), sum(1 for t in self.plan if t.kind == trials.RANDOM))
         variants, reused = plan_baselines(self.opts, self.judge)
+        if self.baseline_names is not None:
+            variants = [v for v in variants if v in self.baseline_names]
         if not variants:
             self.ceilings = cached_ceilings(self.device_facts.get("name")) or self.ceilings
             if self.ceilings or not str(self.device).startswith("cuda"):
