@@ -10,6 +10,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _bytecode_cache() -> None:
+    """Before anything imports torch, as the CLI does (isolation/bytecode.py): on the GPU machine's image (no .pyc,
+    PYTHONDONTWRITEBYTECODE set) pytest and every verifier child it starts compiled torch from source, 5-9 s a
+    process. The user's cache, not the tests' isolated one: bytecode is keyed by source path and mtime."""
+    from kernelwright.config import config
+    from kernelwright.isolation import bytecode
+
+    bytecode.enable(config.cache_dir)
+
+
+_bytecode_cache()
+
+
 def _cuda_available() -> bool:
     try:
         import torch

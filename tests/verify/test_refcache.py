@@ -9,6 +9,7 @@ from kernelwright.config import config
 from kernelwright.records import Status
 from kernelwright.verify import refcache
 from kernelwright.verify.records import VerifyOptions
+from kernelwright.verify import verifier
 from kernelwright.verify.verifier import verify
 
 HERE = Path(__file__).parent
@@ -39,7 +40,11 @@ def test_the_second_verify_reuses_the_reference_and_a_candidate_cannot_poison_it
     options = VerifyOptions(device="cpu", seed=11, reuse_reference=True)
     with config.scope(scratch_dir=str(scratch)):
         first = verify(SOFTMAX, honest, options)
+        # The next verify's workdir is ready, its candidate child started in it; the next verify takes both.
+        warm = verifier._WARM._ready[1]
+        assert warm.parent == scratch and (warm / "candidate-cwd").is_dir()
         second = verify(SOFTMAX, poisoner, options)
+        assert not warm.exists() and verifier._WARM._ready[1] != warm
         third = verify(SOFTMAX, honest, options)
         other_seed = verify(SOFTMAX, honest, VerifyOptions(device="cpu", seed=12, reuse_reference=True))
     assert first.status == Status.PASSED and "reference-reused" not in _codes(first)
@@ -90,3 +95,27 @@ def test_an_entry_too_large_reads_no_file(tmp_path):
     assert refcache.make_entry(None, {}, {}, {}, tmp_path, capacity_bytes=1024) is None
     entry = refcache.make_entry(None, {}, {}, {}, tmp_path, capacity_bytes=1 << 20)
     assert entry.nbytes == 4096 and entry.shared_files[0][0] == "inputs-0.pt"
+
+
+def test_a_warm_workdir_serves_one_verify_of_its_own_scratch_folder(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(verifier, "prestart_child", lambda job, *, workdir, device: started.append((job, device)))
+    ended = []
+    monkeypatch.setattr(verifier, "discard_prestarted", lambda workdir: ended.append(workdir))
+    warm = verifier._WarmWorkdir()
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    warm.prepare(str(a), "cuda", timing=True)
+    assert started == [("candidate", "cuda"), ("baseline", "cuda")]
+    first = warm._ready[1]
+    assert warm.take(str(a)) == first and warm.take(str(a)) is None  # one verify only
+    warm.prepare(str(a), "cpu", timing=True)
+    assert started[-1] == ("candidate", "cpu")  # no baseline child off the GPU
+    other = warm._ready[1]
+    assert warm.take(str(b)) is None and ended == [other] and not other.exists()  # another folder: dropped
+    warm.prepare(str(a), "cpu", timing=False)
+    replaced = warm._ready[1]
+    warm.prepare(str(a), "cpu", timing=False)  # one at a time: the older one's children end
+    assert ended[-1] == replaced and not replaced.exists()
+    warm.close()
+    assert warm._ready is None and len(list(a.iterdir())) == 1  # the first, taken: its verify removes it

@@ -9,6 +9,7 @@ runs (they are deleted from disk first), judges every output (:mod:`kernelwright
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import re
@@ -102,7 +103,7 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
     if scratch and not Path(scratch).is_dir():
         raise ConfigError(f"scratch_dir {scratch} is not a folder; create it or set scratch_dir = \"\" "
                           "(the system's temporary directory)")
-    workdir = Path(tempfile.mkdtemp(prefix="kernelwright-verify-", dir=scratch))
+    workdir = _WARM.take(scratch) or Path(tempfile.mkdtemp(prefix="kernelwright-verify-", dir=scratch))
     try:
         verdict = _Verification(problem_file, candidate_file, opts, device, seed, factor, workdir, base).run()
     finally:
@@ -110,8 +111,64 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
             log.warning("kept the verifier's working directory %s", workdir)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+        if opts.reuse_reference and config.prestart:
+            # One of a run's verifies (a search's, a bench's): the next one's children start now, while this one's
+            # caller goes on. With its reference reused the next verify's candidate job came 1 s after its start,
+            # into a child still importing torch (the candidate phase took 26 s where the reference's own took 23).
+            _WARM.prepare(scratch, device, timing=opts.timing)
     phases = {"sizes": sizing_s, **verdict.phases} if sizing_s >= 0.05 else dict(verdict.phases)
     return replace(verdict, duration_s=time.monotonic() - started, phases=phases)
+
+
+class _WarmWorkdir:
+    """One working directory prepared for the next verify of this process, its candidate (and on a GPU its
+    baseline) child already started in it: each still serves one job of one verify (isolation/process.py). One at
+    a time, so a long-lived process (a bench worker, a test session) keeps at most that many idle children."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._ready: tuple[str, Path] | None = None  # (the scratch folder it is in, the workdir)
+
+    @staticmethod
+    def _where(scratch: str | None) -> str:
+        return str(Path(scratch or tempfile.gettempdir()).resolve())
+
+    def take(self, scratch: str | None) -> Path | None:
+        with self._lock:
+            ready, self._ready = self._ready, None
+        if ready is None:
+            return None
+        if ready[0] == self._where(scratch) and ready[1].is_dir():
+            return ready[1]
+        self._drop(ready[1])
+        return None
+
+    def prepare(self, scratch: str | None, device: str, *, timing: bool) -> None:
+        workdir = Path(tempfile.mkdtemp(prefix="kernelwright-verify-", dir=scratch))
+        with self._lock:
+            old, self._ready = self._ready, (self._where(scratch), workdir)
+        if old is not None:
+            self._drop(old[1])
+        prestart_child("candidate", workdir=workdir, device=device)
+        if device == "cuda" and timing:
+            prestart_child("baseline", workdir=workdir, device=device)
+
+    @staticmethod
+    def _drop(workdir: Path) -> None:
+        discard_prestarted(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def close(self) -> None:
+        with self._lock:
+            ready, self._ready = self._ready, None
+        if ready is not None:
+            self._drop(ready[1])
+
+
+_WARM = _WarmWorkdir()
+atexit.register(_WARM.close)
 
 
 @dataclass(frozen=True)
