@@ -135,3 +135,28 @@ def test_templates_bench_stops_starting_problems_when_the_total_budget_is_spent(
     assert first["status"] == "timeout" and "budget" in first["message"] and first["families"] == ["pointwise"]
     assert second["status"] == "not-run" and "--resume" in second["message"]
     assert time.monotonic() - started < 60
+
+
+KILLS_ITS_WORKER = '''import multiprocessing, os, signal
+if multiprocessing.current_process().name != "MainProcess":  # a bench worker imports it: die as an OOM kill does
+    os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_bench_costs_its_own_row_only(tmp_path: Path) -> None:
+    problems, solutions = tmp_path / "problems", tmp_path / "solutions"
+    problems.mkdir(), solutions.mkdir()
+    shutil.copy(SOFTMAX, problems / "1_softmax.py")
+    (problems / "2_killer.py").write_text(KILLS_ITS_WORKER + SOFTMAX.read_text())
+    shutil.copy(SOFTMAX, problems / "3_softmax_after.py")
+    for name in ("1_softmax", "2_killer", "3_softmax_after"):
+        shutil.copy(CANDIDATES / "softmax_ok.py", solutions / f"{name}.py")
+    out = tmp_path / "bench"
+    assert main(["bench", str(problems), "--solutions", str(solutions), "--out", str(out), "--db",
+                 str(tmp_path / "runs.sqlite"), "--device", "cpu", "--jobs", "2"]) == 0
+    by_name = {r["name"]: r for r in json.loads((out / "results.json").read_text())["problems"]}
+    killed = by_name["2_killer"]
+    assert killed["status"] == "crashed" and "SIGKILL" in killed["message"] and "--jobs" in killed["message"]
+    # The one beside it (its worker ended with the broken pool) ran again; the one after ran in the new pool.
+    assert by_name["1_softmax"]["status"] == "passed" and by_name["3_softmax_after"]["status"] == "passed"

@@ -173,3 +173,44 @@ def test_a_crash_in_a_prestarted_childs_job_is_that_jobs_verdict(tmp_path: Path)
     assert "before finishing" in run.describe_exit()
     ok = run_child("probe", _probe_spec(_probe_problem(tmp_path)), workdir=work, timeout_s=120, device="cpu")
     assert ok.finished  # the next job has a process of its own
+
+
+def test_a_job_ends_when_its_orchestrator_is_killed(tmp_path):
+    """A bench worker killed by the OOM killer runs no clean-up: its children (own sessions) must not live on,
+    filling /dev/shm or holding the GPU lock. A job that waits on nothing its parent holds (a long reference, a
+    hanging candidate) ends too, with what it started."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    job = ("import subprocess, sys, time\n"
+           "from kernelwright.isolation.child import _end_with_parent\n"
+           "_end_with_parent(0.1)\n"
+           "grandchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+           "print(grandchild.pid, flush=True)\n"
+           "time.sleep(60)\n")
+    orchestrator = ("import subprocess, sys, time\n"
+                    f"job = subprocess.Popen([sys.executable, '-c', {job!r}], start_new_session=True)\n"
+                    "print(job.pid, flush=True)\n"
+                    "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", orchestrator], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    time.sleep(3)  # the job has imported kernelwright and started its own child
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+
+    def gone(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().split(")")[-1].split()[0] == "Z"  # a zombie until init reaps it
+        except FileNotFoundError:
+            return True
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not gone(child):
+        time.sleep(0.2)
+    if not gone(child):
+        os.killpg(child, signal.SIGKILL)
+        raise AssertionError("the job outlived its orchestrator")

@@ -90,6 +90,26 @@ def test_entries_are_evicted_least_recently_used_within_the_budget():
         assert not cache.put("d", _entry(1))
 
 
+def test_the_default_budget_is_split_between_processes_and_leaves_memory_available(monkeypatch):
+    gib = 1 << 30
+    monkeypatch.setattr(refcache, "physical_bytes", lambda: 128 * gib)
+    cache = refcache.ReferenceCache()
+    with config.scope(reference_cache_gb=-1.0):
+        assert cache.capacity_bytes() == 32 * gib  # a quarter of the machine
+        cache.sharers = 4  # a bench's four workers: each holds a cache of its own
+        assert cache.capacity_bytes() == 8 * gib
+        monkeypatch.setattr(refcache, "available_bytes", lambda: 100 * gib)
+        assert cache.room_bytes() == 8 * gib
+        monkeypatch.setattr(refcache, "available_bytes", lambda: 20 * gib)
+        assert cache.room_bytes() == 4 * gib  # 16 GB (an eighth) stays available
+        assert cache.put("a", _entry(3 * gib))
+        assert cache.room_bytes() == 7 * gib  # what it holds could be evicted for a newer entry
+        monkeypatch.setattr(refcache, "available_bytes", lambda: 10 * gib)
+        assert cache.room_bytes() == 0
+    with config.scope(reference_cache_gb=2.0):
+        assert cache.capacity_bytes() == 2 * gib  # a budget the user set is not split
+
+
 def test_an_entry_too_large_reads_no_file(tmp_path):
     (tmp_path / "inputs-0.pt").write_bytes(b"x" * 4096)
     assert refcache.make_entry(None, {}, {}, {}, tmp_path, capacity_bytes=1024) is None

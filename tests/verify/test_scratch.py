@@ -46,3 +46,32 @@ def test_folders_on_one_file_system_add_up(tmp_path, monkeypatch):
 def test_bytes_count_tensors_only():
     assert reference._nbytes([torch.zeros(4, dtype=torch.float64), 3, "x", torch.zeros(2, dtype=torch.float16)]) == 36
     assert reference._nbytes(None) == 0
+
+
+def test_a_tmpfs_counts_only_the_memory_the_jobs_leave(tmp_path, monkeypatch):
+    from kernelwright.verify import refcache
+
+    # /dev/shm's own free space is often all of the memory; the processes need some of it too.
+    monkeypatch.setattr(reference, "_in_memory", lambda path: True)
+    monkeypatch.setattr(refcache, "physical_bytes", lambda: 128 * GIB)
+    monkeypatch.setattr(refcache, "available_bytes", lambda: 40 * GIB)
+    import os
+
+    stat = os.statvfs(tmp_path)
+    assert reference._free_bytes(tmp_path) == min(24 * GIB, stat.f_bavail * stat.f_frsize)  # 40 less 128 / 8
+    with pytest.raises(JobFailure) as caught:
+        reference._check_scratch({tmp_path: 3 * GIB}, trials_left=10)  # 30 GB: more than the memory leaves
+    assert "(memory: a tmpfs)" in caught.value.message
+    monkeypatch.setattr(reference, "_in_memory", lambda path: False)
+    assert reference._free_bytes(tmp_path) > 0  # a disk: its own free space
+
+
+def test_dev_shm_is_recognised_as_memory():
+    import os
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    with open("/proc/mounts") as fh:
+        shm_is_tmpfs = any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in fh)
+    assert reference._in_memory("/dev/shm") == shm_is_tmpfs
+    assert reference._in_memory("/proc") is False

@@ -378,6 +378,9 @@ def _worker_init(jobs: int) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    from kernelwright.verify import refcache
+
+    refcache.CACHE.sharers = max(1, jobs)  # the jobs' reference caches share the machine's memory
 
 
 # -- the whole bench ------------------------------------------------------------------------------------------
@@ -558,51 +561,121 @@ def _within_total(task: Task, deadline: float | None) -> Task:
     return replace(task, settings=replace(task.settings, budget_per_problem_s=budget, verify_limit_s=verify_limit))
 
 
+def _run_recorded(task: Task, record_dir: str, token: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """run_task in a pool worker, which first notes which task it runs: if it dies, the parent knows whose row it
+    is (a dead worker breaks the whole pool, and every task then in flight fails alike)."""
+    with contextlib.suppress(OSError):
+        (Path(record_dir) / str(os.getpid())).write_text(str(token))
+    return run_task(task)
+
+
+def _dead_worker_causes(processes: Mapping[int, Any], record_dir: str) -> dict[int, str]:
+    """{task token: how its worker died} for the workers of a broken pool that died on their own. The pool ends
+    the others with SIGTERM when it breaks; those (and a worker whose task is unknown) are not named."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    causes: dict[int, str] = {}
+    for pid, process in processes.items():
+        with contextlib.suppress(Exception):
+            process.join(timeout=5)
+        code = getattr(process, "exitcode", None)
+        if code is None or code == -signal.SIGTERM:
+            continue
+        try:
+            token = int((Path(record_dir) / str(pid)).read_text())
+        except (OSError, ValueError):
+            continue
+        if code == -signal.SIGKILL:
+            causes[token] = (f"was killed (SIGKILL) — on Linux most often the out-of-memory killer (this machine has "
+                             f"{physical / (1 << 30):.0f} GB): give fewer --jobs or shrink the problem "
+                             "(--size NAME=VALUE)")
+        elif code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            causes[token] = f"was killed by {name}"
+        else:
+            causes[token] = f"exited with status {code}"
+    return causes
+
+
 def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float | None, progress: BenchProgress,
                   finish: Callable[[Task, dict[str, Any], dict[str, Any]], None]) -> None:
+    """The problems side by side in a pool of worker processes. A worker that dies (the out-of-memory killer, a
+    crash in native code) breaks the whole pool: its problem gets a ``crashed`` row saying how it died, the problems
+    that were running beside it are run again once in a fresh pool, and the bench goes on."""
     import multiprocessing
+    from concurrent.futures.process import BrokenProcessPool
 
     lock_dir = tempfile.mkdtemp(prefix="kernelwright-bench-")
     previous = os.environ.get("KERNELWRIGHT_GPU_LOCK")
     if settings.device == "cuda":
         os.environ["KERNELWRIGHT_GPU_LOCK"] = str(Path(lock_dir) / "gpu.lock")
-    queue = list(pending)
-    running: dict[Future, Task] = {}
+    mode = "solutions" if settings.solutions else "optimize"
+    queue: list[tuple[int, Task]] = list(enumerate(pending))
+    running: dict[Future, tuple[int, Task]] = {}
+    rerun: set[int] = set()  # tasks already run again after a pool broke under them
+
+    def crashed(task: Task, message: str) -> None:
+        finish(task, rows.failure_row(name=task.problem.name, path=str(task.problem.path), mode=mode,
+                                      status="crashed", message=message[:300]), {})
+
+    def new_pool() -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=settings.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init, initargs=(settings.jobs,))
+
+    pool = new_pool()
     try:
-        with ProcessPoolExecutor(max_workers=settings.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_worker_init, initargs=(settings.jobs,)) as pool:
-            try:
-                while queue or running:
-                    while queue and len(running) < settings.jobs and (deadline is None
-                                                                      or time.monotonic() < deadline):
-                        task = _within_total(queue.pop(0), deadline)
-                        running[pool.submit(run_task, task)] = task
-                    if not running:
-                        break
-                    progress.running = [t.problem.name for t in running.values()]
-                    progress.show()
-                    finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        task = running.pop(future)
-                        try:
-                            row, baselines = future.result()
-                        except Exception as exc:  # noqa: BLE001 - a worker that died: the problem's row
-                            row, baselines = rows.failure_row(
-                                name=task.problem.name, path=str(task.problem.path),
-                                mode="solutions" if settings.solutions else "optimize",
-                                status="crashed", message=f"the bench worker died: {exc!r}"[:300]), {}
-                        finish(task, row, baselines)
-                    progress.running = [t.problem.name for t in running.values()]
-                    progress.show()
-            except KeyboardInterrupt:
-                # The workers got the Ctrl-C too: each ends its problem and returns what it has.
-                for future, task in list(running.items()):
-                    with contextlib.suppress(Exception):
-                        row, baselines = future.result(timeout=60)  # inside gpu_bench.sh's 90 s kill-after
-                        finish(task, row, baselines)
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+        while queue or running:
+            while queue and len(running) < settings.jobs and (deadline is None or time.monotonic() < deadline):
+                token, task = queue.pop(0)
+                running[pool.submit(_run_recorded, _within_total(task, deadline), lock_dir, token)] = (token, task)
+            if not running:
+                break
+            progress.running = [t.problem.name for _, t in running.values()]
+            progress.show()
+            workers = dict(getattr(pool, "_processes", None) or {})  # pid -> Process, for a post-mortem
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            broken = False
+            for future in finished:
+                token, task = running.pop(future)
+                try:
+                    row, baselines = future.result()
+                except BrokenProcessPool:
+                    broken = True
+                    running[future] = (token, task)  # settled below with the others in flight
+                    continue
+                except Exception as exc:  # noqa: BLE001 - the worker could not send its row back
+                    crashed(task, f"the bench worker failed: {exc!r}")
+                    continue
+                finish(task, row, baselines)
+            if broken:
+                causes = _dead_worker_causes(workers, lock_dir)
+                casualties = sorted(running.values(), key=lambda item: item[0])
+                running.clear()
+                pool.shutdown(wait=True, cancel_futures=True)
+                for token, task in reversed(casualties):
+                    if token in causes:
+                        crashed(task, f"the bench worker running this problem {causes[token]}")
+                    elif token in rerun:  # twice under a broken pool: a row, not a third try
+                        crashed(task, "the bench worker pool broke while this problem ran (a worker died: "
+                                      "out of memory or a crash in native code); give fewer --jobs")
+                    else:
+                        rerun.add(token)
+                        queue.insert(0, (token, task))  # it ran beside the one that died: once more
+                pool = new_pool()
+            progress.running = [t.problem.name for _, t in running.values()]
+            progress.show()
+    except KeyboardInterrupt:
+        # The workers got the Ctrl-C too: each ends its problem and returns what it has.
+        for future, (_, task) in list(running.items()):
+            with contextlib.suppress(Exception):
+                row, baselines = future.result(timeout=60)  # inside gpu_bench.sh's 90 s kill-after
+                finish(task, row, baselines)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         if previous is None:
             os.environ.pop("KERNELWRIGHT_GPU_LOCK", None)
         else:

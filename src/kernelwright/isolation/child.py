@@ -14,7 +14,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -103,7 +106,27 @@ def _await_spec(job: str) -> bool:
     return line == b"go"
 
 
+def _end_with_parent(poll_s: float = 0.5) -> None:
+    """A job never outlives its orchestrator. A bench worker the out-of-memory killer ends (SIGKILL: no handler runs)
+    leaves its children in their own sessions; without this a reference job would go on filling /dev/shm, and a
+    candidate would hold the shared GPU lock until the machine's end. When the parent is gone (we are re-parented)
+    this process and whatever it started (its process group) are killed."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                if os.getpgrp() == os.getpid():  # our own group (the verifier starts each job in a new session)
+                    with contextlib.suppress(OSError):
+                        os.killpg(os.getpgrp(), signal.SIGKILL)
+                os._exit(1)
+
+    threading.Thread(target=watch, name="kernelwright-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
+    _end_with_parent()
     if argv and argv[0] == "--prestarted":
         argv = argv[1:]
         if len(argv) == 3 and argv[0] in JOBS and not _await_spec(argv[0]):

@@ -73,6 +73,22 @@ def make_entry(run: ChildRun, refs: dict[int, dict[str, Any]], ref_state: dict[s
     return Entry(run=run, refs=refs, ref_state=ref_state, ref_state64=ref_state64, shared_files=files, nbytes=nbytes)
 
 
+def physical_bytes() -> int:
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def available_bytes() -> int:
+    """The kernel's estimate of memory available without swapping (``MemAvailable``; all of it where unreadable)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return physical_bytes()
+
+
 class ReferenceCache:
     """A bounded, thread-safe LRU of :class:`Entry` by key (bench and search verify from several threads)."""
 
@@ -81,15 +97,24 @@ class ReferenceCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        # Processes whose caches share this machine's memory (a bench's --jobs workers each hold one): the default
+        # budget is split between them, and four workers at a quarter of the memory each were an OOM kill.
+        self.sharers = 1
 
-    @staticmethod
-    def capacity_bytes() -> int:
+    def capacity_bytes(self) -> int:
         from kernelwright.config import config
 
         gigabytes = float(config.reference_cache_gb)
         if gigabytes < 0:
-            return int(0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+            return int(0.25 * physical_bytes() / max(1, self.sharers))
         return int(gigabytes * (1 << 30))
+
+    def room_bytes(self) -> int:
+        """How large a new entry may be now: within the budget, and leaving an eighth of the machine's memory
+        available (the verify's files in /dev/shm, the other jobs' processes and their tensors share it)."""
+        held = sum(e.nbytes for e in self._entries.values())
+        spare = available_bytes() + min(held, self.capacity_bytes()) - physical_bytes() // 8
+        return max(0, min(self.capacity_bytes(), spare))
 
     def get(self, key: str) -> Entry | None:
         with self._lock:

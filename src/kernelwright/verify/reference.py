@@ -217,9 +217,35 @@ def _nbytes(values: Any) -> int:
     return sum(v.numel() * v.element_size() for v in values or () if isinstance(v, torch.Tensor))
 
 
+def _in_memory(path: Path) -> bool:
+    """Whether ``path`` lies on a file system held in memory (tmpfs, ramfs: /dev/shm), from /proc/mounts."""
+    try:
+        target = os.path.realpath(path)
+        best, fstype = "", ""
+        with open("/proc/mounts") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                mount = fields[1].replace("\\040", " ")
+                inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+                if inside and len(mount) >= len(best):
+                    best, fstype = mount, fields[2]
+        return fstype in ("tmpfs", "ramfs")
+    except OSError:
+        return False
+
+
 def _free_bytes(path: Path) -> int:
+    """Room for files under ``path``. A tmpfs's own free space counts memory the processes need too (its size is
+    often all of it): there, what the kernel says is available, less an eighth of the machine for the jobs."""
+    from kernelwright.verify.refcache import available_bytes, physical_bytes
+
     stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize
+    free = stat.f_bavail * stat.f_frsize
+    if _in_memory(path):
+        free = min(free, max(0, available_bytes() - physical_bytes() // 8))
+    return free
 
 
 def _check_scratch(per_trial: dict[Path, int], trials_left: int) -> None:
@@ -240,7 +266,7 @@ def _check_scratch(per_trial: dict[Path, int], trials_left: int) -> None:
                 "runtime_error", "scratch-space",
                 f"the reference's {trials_left} remaining trial(s) need ~{wanted / gib:.1f} GB of scratch files "
                 f"({nbytes / gib:.1f} GB a trial: inputs and the native and float64 answers) and {directory.parent} "
-                f"has {free / gib:.1f} GB free; set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or "
+                f"has {free / gib:.1f} GB free{' (memory: a tmpfs)' if _in_memory(directory) else ''}; set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or "
                 "shrink the problem (--size NAME=VALUE)")
 
 

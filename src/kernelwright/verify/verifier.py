@@ -403,7 +403,7 @@ class _Verification:
         if caching:
             # Before any candidate runs: the shared files as the reference wrote them.
             entry = refcache.make_entry(run, refs, ref_state, ref_state64, self.shared,
-                                        refcache.CACHE.capacity_bytes())
+                                        refcache.CACHE.room_bytes())
             if entry is not None:
                 refcache.CACHE.put(key, entry)
         return self._reference_from(run, refs, ref_state, ref_state64)
