@@ -134,3 +134,28 @@ def test_inductor_benchmarks_are_measurements_through_the_harness_hook(tmp_path:
 
 def test_inductor_benchmarks_are_measurements_on_an_older_torch(tmp_path: Path, monkeypatch) -> None:
     assert _modes_inside_inductor_benchmarks(tmp_path, monkeypatch, harness_hook=False) == [2, 1]
+
+
+def test_long_holds_are_logged_by_job_and_summed(tmp_path: Path, monkeypatch) -> None:
+    # A parallel bench reports which jobs held the device how long (results.json's gpu_lock_holds).
+    path = str(tmp_path / "gpu.lock")
+    monkeypatch.setenv(gpu_lock.ENV, path)
+    monkeypatch.setattr(gpu_lock, "_lock", None)
+    monkeypatch.setattr(gpu_lock, "HOLD_LOG_MIN_S", 0.05)
+    gpu_lock.hold_shared(label="reference")
+    time.sleep(0.1)
+    with gpu_lock.exclusive():
+        time.sleep(0.06)
+    gpu_lock.release()  # the shared hold taken again after the measurement: too short to log
+    gpu_lock.hold_shared()
+    time.sleep(0.07)
+    gpu_lock.release()
+    summary = gpu_lock.hold_summary(path)
+    assert list(summary) == ["reference shared", "reference exclusive"]  # longest total first
+    assert summary["reference shared"]["holds"] == 2 and summary["reference exclusive"]["holds"] == 1
+    assert 0.15 <= summary["reference shared"]["total_s"] < 1 and summary["reference shared"]["max_s"] >= 0.1
+    with open(path + ".holds", "a") as fh:
+        fh.write("not json\n")  # a torn or foreign line is skipped
+    assert gpu_lock.hold_summary(path) == summary
+    assert gpu_lock.hold_summary(str(tmp_path / "none.lock")) == {}
+    monkeypatch.setattr(gpu_lock, "_lock", None)

@@ -37,6 +37,8 @@ def results_document(outcome: Any) -> dict[str, Any]:
         "elapsed_s": round(outcome.elapsed_s, 1),
         "resumed_rows": outcome.reused,
         "summary": scores.summary(outcome.rows),
+        # Where a parallel bench's GPU time went: the lock's holds of a second or more, by job and mode
+        "gpu_lock_holds": getattr(outcome, "lock_holds", {}) or {},
         "problems": outcome.rows,
     }
 
@@ -76,6 +78,11 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines += ["", "| problem | status | kernelwright ms | eager ms | compile ms | max-autotune ms | vs eager "
               "| vs compile | vs max-autotune | % floor | SOL | tensor cores | in PyTorch | finding |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    holds = doc.get("gpu_lock_holds") or {}
+    if holds:  # after the table: where a parallel bench's time on the one GPU went
+        lines[-2:-2] = ["GPU lock (`--jobs`: measurements alone on the device, other work shared), holds of 1 s or "
+                        "more: " + "; ".join(f"{who} {h['holds']:.0f} x, {h['total_s']:.0f} s in all, longest "
+                                             f"{h['max_s']:.1f} s" for who, h in list(holds.items())[:6]) + ".", ""]
     for r in doc["problems"]:
         ms, sp = r["ms"], r["speedup"]
         finding = ", ".join(r.get("findings") or []) or (r["message"][:80] if r["status"] != "passed" else "")

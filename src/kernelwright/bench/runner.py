@@ -437,6 +437,8 @@ class BenchOutcome:
     interrupted: bool = False
     reused: int = 0  # rows taken from the database (--resume)
     elapsed_s: float = 0.0
+    # A parallel bench on a GPU: the GPU lock's long holds by job and mode (hardware/gpu_lock.hold_summary)
+    lock_holds: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, progress_stream: Any = None,
@@ -453,6 +455,7 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
     results: dict[str, dict[str, Any]] = {}
     reused = 0
     interrupted = False
+    lock_holds: dict[str, dict[str, float]] = {}
     with RunDB(settings.db_path) as db:
         pending: list[Task] = []
         for problem in problems:
@@ -512,7 +515,7 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
                         # `--budget 140m` stopped at its first timeout with 103 minutes left, 2026-12-02).
                         break
             else:
-                _run_parallel(pending, settings, deadline, progress, finish)
+                _run_parallel(pending, settings, deadline, progress, finish, lock_holds)
         except KeyboardInterrupt:
             interrupted = True
     for problem in problems:
@@ -527,7 +530,7 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
         sys.stderr.write("\n")
     ordered = [results[p.name] for p in problems]
     return BenchOutcome(rows=ordered, machine=where, settings=settings, interrupted=interrupted, reused=reused,
-                        elapsed_s=time.monotonic() - started)
+                        elapsed_s=time.monotonic() - started, lock_holds=lock_holds)
 
 
 def _cut_short(row: Mapping[str, Any]) -> bool:
@@ -600,7 +603,8 @@ def _dead_worker_causes(processes: Mapping[int, Any], record_dir: str) -> dict[i
 
 
 def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float | None, progress: BenchProgress,
-                  finish: Callable[[Task, dict[str, Any], dict[str, Any]], None]) -> None:
+                  finish: Callable[[Task, dict[str, Any], dict[str, Any]], None],
+                  lock_holds: dict[str, dict[str, float]] | None = None) -> None:
     """The problems side by side in a pool of worker processes. A worker that dies (the out-of-memory killer, a
     crash in native code) breaks the whole pool: its problem gets a ``crashed`` row saying how it died, the problems
     that were running beside it are run again once in a fresh pool, and the bench goes on."""
@@ -676,6 +680,10 @@ def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float 
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        if lock_holds is not None and settings.device == "cuda":
+            from kernelwright.hardware import gpu_lock
+
+            lock_holds.update(gpu_lock.hold_summary(os.environ["KERNELWRIGHT_GPU_LOCK"]))
         if previous is None:
             os.environ.pop("KERNELWRIGHT_GPU_LOCK", None)
         else:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 ENV = "KERNELWRIGHT_GPU_LOCK"
+HOLD_LOG_MIN_S = 1.0  # holds at least this long are written to the lock's ``.holds`` log (where the time went)
 
 _NONE, _SHARED, _EXCLUSIVE = 0, 1, 2
 
@@ -48,6 +49,8 @@ class _Lock:
         self.gate = os.open(path + ".gate", os.O_RDWR | os.O_CREAT, 0o600)
         self.mode = _NONE
         self.waited_s = 0.0  # time spent waiting for the lock, for the record
+        self.label = "orchestrator"  # who holds it, in the hold log: a child job names itself
+        self._held_since = 0.0
 
     def _sync(self) -> None:
         # Queued kernels must finish before another process may measure. Only where CUDA was initialised here:
@@ -69,7 +72,8 @@ class _Lock:
             fcntl.flock(self.gate, fcntl.LOCK_UN)
         else:
             fcntl.flock(self.rw, fcntl.LOCK_EX)  # the gate stays held: no new sharer while this one measures
-        self.waited_s += time.monotonic() - started
+        self._held_since = time.monotonic()
+        self.waited_s += self._held_since - started
         self.mode = mode
 
     def release(self) -> None:
@@ -79,7 +83,23 @@ class _Lock:
         fcntl.flock(self.rw, fcntl.LOCK_UN)
         if self.mode == _EXCLUSIVE:
             fcntl.flock(self.gate, fcntl.LOCK_UN)
+        self._log_hold(time.monotonic() - self._held_since)
         self.mode = _NONE
+
+    def _log_hold(self, seconds: float) -> None:
+        """One JSON line per long hold (a single write under PIPE_BUF: atomic between processes)."""
+        if seconds < HOLD_LOG_MIN_S:
+            return
+        import json
+
+        line = json.dumps({"pid": os.getpid(), "job": self.label, "mode": "exclusive" if self.mode == _EXCLUSIVE
+                           else "shared", "s": round(seconds, 2), "end": round(time.time(), 2)}) + "\n"
+        with contextlib.suppress(OSError):
+            fd = os.open(self.path + ".holds", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
 
 
 _lock: _Lock | None = None
@@ -99,11 +119,38 @@ def enabled() -> bool:
     return bool(os.environ.get(ENV))
 
 
-def hold_shared() -> None:
-    """Hold the lock shared from now on (a child job's start, before CUDA is touched)."""
+def hold_shared(label: str = "") -> None:
+    """Hold the lock shared from now on (a child job's start, before CUDA is touched); ``label`` names the job in
+    the hold log."""
     lock = _get()
     if lock is not None:
+        if label:
+            lock.label = label
         lock.acquire(_SHARED)
+
+
+def hold_summary(path: str) -> dict[str, dict[str, float]]:
+    """The hold log of the lock at ``path`` summed: {"job mode": {"holds", "total_s", "max_s"}}, longest total
+    first — which jobs kept a parallel bench's measurements (exclusive) and everyone else (shared) waiting."""
+    import json
+
+    sums: dict[str, dict[str, float]] = {}
+    try:
+        with open(path + ".holds") as fh:
+            lines = fh.readlines()
+    except OSError:
+        return {}
+    for line in lines:
+        try:
+            hold = json.loads(line)
+            key, seconds = f"{hold['job']} {hold['mode']}", float(hold["s"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        entry = sums.setdefault(key, {"holds": 0, "total_s": 0.0, "max_s": 0.0})
+        entry["holds"] += 1
+        entry["total_s"] = round(entry["total_s"] + seconds, 2)
+        entry["max_s"] = max(entry["max_s"], seconds)
+    return dict(sorted(sums.items(), key=lambda kv: -kv[1]["total_s"]))
 
 
 def release() -> None:

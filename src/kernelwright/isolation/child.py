@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
         # theirs, but never during their measurements, nor theirs during its own (hardware/gpu_lock.py).
         from kernelwright.hardware import gpu_lock
 
-        gpu_lock.hold_shared()
+        gpu_lock.hold_shared(label=job)
     profile_dir = os.environ.get("KERNELWRIGHT_PROFILE_JOBS", "")  # a diagnostic: where each job's time goes
     profiler = None
     if profile_dir:

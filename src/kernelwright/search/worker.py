@@ -26,6 +26,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     import torch
 
     from kernelwright.problem.files import import_from_path
+    from kernelwright.hardware import gpu_lock
     from kernelwright.verify import compare, tensors, trials
     from kernelwright.verify.candidate import classify_exception
     from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
@@ -61,7 +62,14 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
                     return model(*sets[i])
 
             torch.manual_seed(forward_seed)  # a forward's own random draws: the reference's
-            got = [o.detach().cpu() for o in tensors.flatten_outputs(call(0))]
+            # The first call JIT-compiles the candidate's Triton kernels (host work, 1-5 s a configuration): with
+            # the GPU lock let go, so a parallel bench's measurements do not wait behind the compile. Only
+            # kernelwright's own templates run here (trusted); one forward may overlap another job's measurement.
+            with gpu_lock.idle():
+                first = call(0)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+            got = [o.detach().cpu() for o in tensors.flatten_outputs(first)]
             wrong = first_mismatch(got, expected, expected64, roundoff=roundoff, device_type=device.type)
             if wrong:
                 channel.send(Tuned(index=index, ok=False, error=f"wrong output: {wrong}"))
