@@ -3,9 +3,11 @@ one, an exploit), a problem that is itself broken, the resume, and bad invocatio
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,106 @@ def test_a_worker_killed_mid_bench_costs_its_own_row_only(tmp_path: Path) -> Non
     assert killed["status"] == "crashed" and "SIGKILL" in killed["message"] and "--jobs" in killed["message"]
     # The one beside it (its worker ended with the broken pool) ran again; the one after ran in the new pool.
     assert by_name["1_softmax"]["status"] == "passed" and by_name["3_softmax_after"]["status"] == "passed"
+
+
+class _ScriptedPool:
+    """A ProcessPoolExecutor whose first pool breaks the way CI's did: the first problem's row comes back, the
+    second problem's worker dies, and the pool is found broken at the *next submit* (before any future says so)."""
+
+    pools: list[_ScriptedPool] = []
+
+    def __init__(self, *args: object, initargs: tuple = (), **kwargs: object) -> None:
+        import types
+
+        self.first = not _ScriptedPool.pools
+        self.initargs = initargs
+        self.submitted: list[int] = []
+        self.killed_future: Future | None = None
+        self._processes = {4242: types.SimpleNamespace(exitcode=-9, join=lambda timeout=None: None)}
+        _ScriptedPool.pools.append(self)
+
+    def submit(self, fn: object, run_task: object, task: object, record_dir: str, token: int) -> Future:
+        from concurrent.futures.process import BrokenProcessPool
+
+        future: Future = Future()
+        if self.first and len(self.submitted) == 2:
+            assert self.killed_future is not None
+            self.killed_future.set_exception(BrokenProcessPool("a child process terminated abruptly"))
+            raise BrokenProcessPool("A child process terminated abruptly, the process pool is not usable anymore")
+        self.submitted.append(token)
+        if self.first and token == 1:  # its worker records itself, then dies
+            (Path(record_dir) / "4242").write_text(str(token))
+            self.killed_future = future
+        else:
+            future.set_result(({"name": task.problem.name, "status": "passed"}, {}, {}))  # type: ignore[attr-defined]
+        return future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+def _side(finished: dict[str, dict]) -> object:
+    from kernelwright.bench import executor, runner
+
+    return executor.Side(run_task=runner.run_task, clamp=lambda task: task,
+                         finish=lambda task, row, baselines: finished.__setitem__(task.problem.name, row),
+                         progress=runner.BenchProgress(total=3, stream=io.StringIO()))
+
+
+def _tasks(tmp_path: Path, settings: object, names: tuple[str, ...]) -> list:
+    from kernelwright.bench import runner
+
+    return [runner.Task(problem=runner.BenchProblem(name=n, path=tmp_path / f"{n}.py"), settings=settings)
+            for n in names]
+
+
+def test_a_pool_found_broken_at_submit_still_names_its_casualty(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelwright.bench import executor, runner
+
+    _ScriptedPool.pools = []
+    monkeypatch.setattr(executor, "ProcessPoolExecutor", _ScriptedPool)
+    settings = runner.BenchSettings(out_dir=tmp_path, device="cpu", jobs=2, solutions=True)
+    finished: dict[str, dict] = {}
+    executor.run_local(_tasks(tmp_path, settings, ("1_quick", "2_killed", "3_after")), settings, _side(finished))
+    assert finished["1_quick"]["status"] == "passed" and finished["3_after"]["status"] == "passed"
+    assert finished["2_killed"]["status"] == "crashed" and "SIGKILL" in finished["2_killed"]["message"]
+    assert _ScriptedPool.pools[1].submitted == [2]  # the one not yet started ran in the fresh pool, once
+
+
+def test_a_multi_gpu_bench_gives_each_gpu_its_workers_and_lock(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """--jobs 3 over GPUs 0 and 2: two lanes (two workers on GPU 0, one on GPU 2), each pool's workers told their
+    GPU and their own lock before they start; the problems are dealt to the least busy lane; rows say their GPU."""
+    from kernelwright.bench import executor, runner
+
+    class Pool(_ScriptedPool):
+        def __init__(self, *args: object, max_workers: int = 0, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            self.first, self.max_workers = False, max_workers
+
+    _ScriptedPool.pools = []
+    monkeypatch.setattr(executor, "ProcessPoolExecutor", Pool)
+    settings = runner.BenchSettings(out_dir=tmp_path, device="cuda", jobs=3, gpus=("0", "2"), solutions=True)
+    finished: dict[str, dict] = {}
+    executor.run_local(_tasks(tmp_path, settings, ("a", "b", "c", "d")), settings, _side(finished))
+    lanes = {p.initargs[1]: p for p in _ScriptedPool.pools}
+    assert set(lanes) == {"0", "2"} and lanes["0"].max_workers == 2 and lanes["2"].max_workers == 1
+    assert all(p.initargs[0] == 3 for p in lanes.values())  # the machine's share is split between all jobs
+    assert lanes["0"].initargs[2] != lanes["2"].initargs[2]  # a lock each: GPU 0's measurements never wait on 2's
+    assert lanes["0"].initargs[2].endswith("gpu0.lock") and lanes["2"].initargs[2].endswith("gpu2.lock")
+    assert lanes["0"].submitted[:1] == [0] and lanes["2"].submitted[:1] == [1]  # dealt out, not stacked on one
+    assert {finished[n]["gpu"] for n in "abcd"} == {"0", "2"}
+    assert sorted(lanes["0"].submitted + lanes["2"].submitted) == [0, 1, 2, 3]
+
+
+def test_gpus_flag_names_visible_gpus_only() -> None:
+    from kernelwright.bench.executor import parse_gpus
+    from kernelwright.errors import InputError
+
+    assert parse_gpus("all", ("0", "1")) == ("0", "1")
+    assert parse_gpus("1, 0,1", ("0", "1")) == ("1", "0")
+    with pytest.raises(InputError, match=r"GPU 3 is not visible.*visible: 0, 1"):
+        parse_gpus("0,3", ("0", "1"))
+    with pytest.raises(InputError, match="nothing"):
+        parse_gpus(",", ("0",))

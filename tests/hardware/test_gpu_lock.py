@@ -159,3 +159,39 @@ def test_long_holds_are_logged_by_job_and_summed(tmp_path: Path, monkeypatch) ->
     assert gpu_lock.hold_summary(path) == summary
     assert gpu_lock.hold_summary(str(tmp_path / "none.lock")) == {}
     monkeypatch.setattr(gpu_lock, "_lock", None)
+
+
+def _stepping_sharer(path: str, steps: int, step_s: float, log: str) -> None:
+    """A job's shared work in steps (trials) with a give_way() between them."""
+    import os
+
+    os.environ[gpu_lock.ENV] = path
+    gpu_lock.hold_shared()
+    gave = 0
+    for _ in range(steps):
+        gave += gpu_lock.give_way()
+        time.sleep(step_s)
+    gpu_lock.release()
+    with open(log, "a") as fh:
+        fh.write(f"sharer {gave} {time.monotonic():.3f}\n")
+
+
+def test_a_stepping_sharer_gives_way_to_a_waiting_measurement(tmp_path: Path) -> None:
+    """A sharer of 16 steps of 0.25 s (4 s in all) that gives way between steps: a measurement that asks 1 s in
+    runs in the middle of the sharer's job (not after it), and the sharer gave way once — for that measurement."""
+    log = tmp_path / "log"
+    ctx = mp.get_context("spawn")
+    lock = str(tmp_path / "gpu.lock")
+    sharer = ctx.Process(target=_stepping_sharer, args=(lock, 16, 0.25, str(log)))
+    sharer.start()
+    time.sleep(1.0)
+    measurement = ctx.Process(target=_worker, args=(lock, "exclusive", 0.2, str(log), 0.0))
+    measurement.start()
+    for p in (sharer, measurement):
+        p.join(30)
+        assert p.exitcode == 0
+    lines = log.read_text().splitlines()
+    began = next(float(line.split()[1]) for line in lines if line.startswith("exclusive"))
+    gave, sharer_end = next(line.split()[1:] for line in lines if line.startswith("sharer"))
+    assert began < float(sharer_end) - 0.5, lines  # it did not wait for the whole job
+    assert gave == "1", lines

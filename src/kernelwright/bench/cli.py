@@ -14,6 +14,7 @@ from pathlib import Path
 
 HELP = "score a folder of problems (ours or KernelBench's) or of outside solutions: resumable, within a budget"
 
+EXECUTOR_CHOICES = ("local", "ray")  # bench/executor.EXECUTORS (not imported here: the parser stays light)
 _BASELINE_NAMES = {"eager": "eager", "compile": "compile", "max-autotune": "compile_max_autotune"}
 
 
@@ -53,8 +54,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baselines", type=_baselines, default=("eager", "compile", "compile_max_autotune"),
                    help="baselines to time: eager,compile,max-autotune (default all; eager is always timed). "
                         "Their timings are cached per problem, device and toolchain and reused")
-    p.add_argument("--jobs", type=positive_int, default=1,
-                   help="problems worked on side by side (default 1); on a GPU their measurements never overlap")
+    p.add_argument("--jobs", type=positive_int, default=None,
+                   help="problems worked on side by side (default: one per GPU, 1 on the CPU); on a GPU their "
+                        "measurements never overlap")
+    p.add_argument("--gpus", default=None,
+                   help="the GPUs a local bench spreads its jobs over: 'all' (default) or a list such as 0,2 "
+                        "(CUDA_VISIBLE_DEVICES names); each GPU has its own workers and lock")
+    p.add_argument("--executor", choices=EXECUTOR_CHOICES, default="local",
+                   help="local: worker processes on this machine (default); ray: Ray tasks over a Ray cluster, "
+                        "each given a GPU (or a share of one) by Ray's scheduler")
+    p.add_argument("--ray-address", default=None, dest="ray_address",
+                   help="with --executor ray: the cluster to use ('auto': the one `ray start --head` started "
+                        "here; default: a cluster of this machine started for the bench)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="cuda: time on the GPU; cpu: correctness and coverage only (default: auto)")
     add_target_arguments(p)
@@ -66,13 +77,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelwright.bench import executor
+    from kernelwright.errors import InputError
+
+    if args.executor != "ray" and args.ray_address is not None:
+        raise InputError("--ray-address is for --executor ray: add --executor ray, or leave the address out")
+    with executor.session(args.executor, args.ray_address):
+        return _run(args)
+
+
+def _resolve_placement(args: argparse.Namespace) -> tuple[str, tuple[str, ...], int]:
+    """(device, GPUs to spread over, jobs) from --device, --gpus, --jobs and the executor."""
+    from kernelwright.bench import executor
+    from kernelwright.errors import InputError
+    from kernelwright.hardware.local import resolve_device
+
+    if args.executor == "ray":
+        if args.gpus is not None:
+            raise InputError("--gpus is for a local bench: with --executor ray, Ray places the tasks on the GPUs "
+                             "its nodes offer (ray start --num-gpus N); leave --gpus out")
+        ray = executor.connect_ray(args.ray_address)
+        device = args.device if args.device in ("cpu", "cuda") else ("cuda" if executor.ray_gpus(ray) else "cpu")
+        return device, (), args.jobs or (0 if device == "cuda" else 1)  # 0: one per GPU of the cluster
+    device = resolve_device(args.device)
+    if device != "cuda":
+        if args.gpus is not None:
+            raise InputError(f"--gpus {args.gpus}: this bench runs on the CPU (nothing timed); it applies to "
+                             "--device cuda")
+        return device, (), args.jobs or 1
+    gpus = executor.parse_gpus(args.gpus or "all", executor.visible_gpus())
+    return device, gpus, args.jobs or max(1, len(gpus))
+
+
+def _run(args: argparse.Namespace) -> int:
     import json
 
     from kernelwright.bench.collect import collect_problems, match_solutions
     from kernelwright.bench.report import write_outputs
     from kernelwright.bench.runner import BenchSettings, run_bench
     from kernelwright.errors import InputError
-    from kernelwright.hardware.local import resolve_device
     from kernelwright.records import Policy
 
     problems = collect_problems(args.problems)
@@ -80,13 +123,14 @@ def run(args: argparse.Namespace) -> int:
         problems = match_solutions(problems, args.solutions)
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} is a file: name a folder for the bench's outputs")
-    device = resolve_device(args.device)
+    device, gpus, jobs = _resolve_placement(args)
     settings = BenchSettings(out_dir=args.out.resolve(), device=device, generator=args.generator,
                              budget_per_problem_s=args.budget_per_problem,
                              verify_limit_s=args.verify_limit, budget_s=args.budget, arch=args.arch,
                              policy=Policy(allow_tf32=args.allow_tf32,
                                            allow_reduced_precision=args.allow_reduced_precision),
-                             baselines=args.baselines, jobs=args.jobs, resume=args.resume, db_path=args.db,
+                             baselines=args.baselines, jobs=jobs, executor=args.executor, gpus=gpus,
+                             ray_address=args.ray_address, resume=args.resume, db_path=args.db,
                              solutions=args.solutions is not None,
                              llm={"strategy": args.strategy, "samples": args.samples, "model": args.model,
                                   "base_url": args.base_url, "max_candidates": args.max_candidates,

@@ -16,23 +16,18 @@ measurements never do.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import io
 import json
-import os
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelwright.bench import rows
+from kernelwright.bench import executor, rows
 from kernelwright.bench.collect import BenchProblem
 from kernelwright.bench.scores import geomean
 from kernelwright.records import DEFAULT_POLICY, Policy
@@ -53,7 +48,11 @@ class BenchSettings:
     arch: str | None = None
     policy: Policy = DEFAULT_POLICY
     baselines: tuple[str, ...] = ("eager", "compile", "compile_max_autotune")
+    # Problems in flight at once; with --executor ray, 0 is one per GPU of the cluster.
     jobs: int = 1
+    executor: str = "local"  # bench/executor: "local" (worker processes, a lane per GPU) or "ray"
+    gpus: tuple[str, ...] = ()  # the GPUs a local bench spreads over (CUDA_VISIBLE_DEVICES names); () the one
+    ray_address: str | None = None  # --executor ray: the cluster (None: one started for the bench)
     resume: bool = False
     db_path: Path | None = None
     solutions: bool = False  # score outside ModelNew files (each problem's .solution) instead of optimizing
@@ -365,24 +364,6 @@ def _verify_solution(task: Task, started: float) -> tuple[dict[str, Any], dict[s
     return row, _measured_baselines(verdict, task)
 
 
-def _worker_init(jobs: int) -> None:
-    # Ctrl-C reaches the workers too (one process group): they end their problem (optimize writes what it has) and
-    # return; the parent collects the rows.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    # Each worker and the verifier's children it starts (they inherit the environment) get a share of the cores:
-    # jobs times PyTorch's default of one thread a core oversubscribes the machine, and host-side work (inputs,
-    # saving references, judging) then crawls.
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(name, threads)
-    import torch
-
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    from kernelwright.verify import refcache
-
-    refcache.CACHE.sharers = max(1, jobs)  # the jobs' reference caches share the machine's memory
-
-
 # -- the whole bench ------------------------------------------------------------------------------------------
 @dataclass
 class BenchProgress:
@@ -445,10 +426,18 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
               on_row: Callable[[dict[str, Any]], None] | None = None) -> BenchOutcome:
     """Bench ``problems``; every finished row goes to the run database before the next is started. Ctrl-C ends the
     problems in flight (each writes what it has) and returns what is done; the rest are ``not-run``."""
+    with executor.session(settings.executor, settings.ray_address):
+        return _run_bench(problems, settings, progress_stream, on_row)
+
+
+def _run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, progress_stream: Any,
+               on_row: Callable[[dict[str, Any]], None] | None) -> BenchOutcome:
     from kernelwright.search.db import RunDB
 
     started = time.monotonic()
-    where = machine()
+    # The rows belong to the machine that runs them: a Ray cluster's GPU workers, not a driver without a GPU.
+    where = executor.remote_machine(settings, machine) if settings.executor == "ray" and settings.device == "cuda" \
+        else machine()
     deadline = started + settings.budget_s if settings.budget_s else None
     progress = BenchProgress(total=len(problems), stream=progress_stream, deadline=deadline,
                              timed=settings.device == "cuda")
@@ -496,7 +485,7 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
                 on_row(row)
 
         try:
-            if settings.jobs <= 1:
+            if settings.jobs == 1 and settings.executor == "local":
                 for task in pending:
                     if deadline is not None and time.monotonic() >= deadline:
                         break
@@ -515,7 +504,9 @@ def run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, *, prog
                         # `--budget 140m` stopped at its first timeout with 103 minutes left, 2026-12-02).
                         break
             else:
-                _run_parallel(pending, settings, deadline, progress, finish, lock_holds)
+                lock_holds.update(executor.run(pending, settings, executor.Side(
+                    run_task=run_task, clamp=functools.partial(_within_total, deadline=deadline), finish=finish,
+                    progress=progress, deadline=deadline)))
         except KeyboardInterrupt:
             interrupted = True
     for problem in problems:
@@ -562,132 +553,6 @@ def _within_total(task: Task, deadline: float | None) -> Task:
     if (budget, verify_limit) == (task.settings.budget_per_problem_s, task.settings.verify_limit_s):
         return task
     return replace(task, settings=replace(task.settings, budget_per_problem_s=budget, verify_limit_s=verify_limit))
-
-
-def _run_recorded(task: Task, record_dir: str, token: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """run_task in a pool worker, which first notes which task it runs: if it dies, the parent knows whose row it
-    is (a dead worker breaks the whole pool, and every task then in flight fails alike)."""
-    with contextlib.suppress(OSError):
-        (Path(record_dir) / str(os.getpid())).write_text(str(token))
-    return run_task(task)
-
-
-def _dead_worker_causes(processes: Mapping[int, Any], record_dir: str) -> dict[int, str]:
-    """{task token: how its worker died} for the workers of a broken pool that died on their own. The pool ends
-    the others with SIGTERM when it breaks; those (and a worker whose task is unknown) are not named."""
-    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    causes: dict[int, str] = {}
-    for pid, process in processes.items():
-        with contextlib.suppress(Exception):
-            process.join(timeout=5)
-        code = getattr(process, "exitcode", None)
-        if code is None or code == -signal.SIGTERM:
-            continue
-        try:
-            token = int((Path(record_dir) / str(pid)).read_text())
-        except (OSError, ValueError):
-            continue
-        if code == -signal.SIGKILL:
-            causes[token] = (f"was killed (SIGKILL) — on Linux most often the out-of-memory killer (this machine has "
-                             f"{physical / (1 << 30):.0f} GB): give fewer --jobs or shrink the problem "
-                             "(--size NAME=VALUE)")
-        elif code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            causes[token] = f"was killed by {name}"
-        else:
-            causes[token] = f"exited with status {code}"
-    return causes
-
-
-def _run_parallel(pending: list[Task], settings: BenchSettings, deadline: float | None, progress: BenchProgress,
-                  finish: Callable[[Task, dict[str, Any], dict[str, Any]], None],
-                  lock_holds: dict[str, dict[str, float]] | None = None) -> None:
-    """The problems side by side in a pool of worker processes. A worker that dies (the out-of-memory killer, a
-    crash in native code) breaks the whole pool: its problem gets a ``crashed`` row saying how it died, the problems
-    that were running beside it are run again once in a fresh pool, and the bench goes on."""
-    import multiprocessing
-    from concurrent.futures.process import BrokenProcessPool
-
-    lock_dir = tempfile.mkdtemp(prefix="kernelwright-bench-")
-    previous = os.environ.get("KERNELWRIGHT_GPU_LOCK")
-    if settings.device == "cuda":
-        os.environ["KERNELWRIGHT_GPU_LOCK"] = str(Path(lock_dir) / "gpu.lock")
-    mode = "solutions" if settings.solutions else "optimize"
-    queue: list[tuple[int, Task]] = list(enumerate(pending))
-    running: dict[Future, tuple[int, Task]] = {}
-    rerun: set[int] = set()  # tasks already run again after a pool broke under them
-
-    def crashed(task: Task, message: str) -> None:
-        finish(task, rows.failure_row(name=task.problem.name, path=str(task.problem.path), mode=mode,
-                                      status="crashed", message=message[:300]), {})
-
-    def new_pool() -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=settings.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_worker_init, initargs=(settings.jobs,))
-
-    pool = new_pool()
-    try:
-        while queue or running:
-            while queue and len(running) < settings.jobs and (deadline is None or time.monotonic() < deadline):
-                token, task = queue.pop(0)
-                running[pool.submit(_run_recorded, _within_total(task, deadline), lock_dir, token)] = (token, task)
-            if not running:
-                break
-            progress.running = [t.problem.name for _, t in running.values()]
-            progress.show()
-            workers = dict(getattr(pool, "_processes", None) or {})  # pid -> Process, for a post-mortem
-            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            broken = False
-            for future in finished:
-                token, task = running.pop(future)
-                try:
-                    row, baselines = future.result()
-                except BrokenProcessPool:
-                    broken = True
-                    running[future] = (token, task)  # settled below with the others in flight
-                    continue
-                except Exception as exc:  # noqa: BLE001 - the worker could not send its row back
-                    crashed(task, f"the bench worker failed: {exc!r}")
-                    continue
-                finish(task, row, baselines)
-            if broken:
-                causes = _dead_worker_causes(workers, lock_dir)
-                casualties = sorted(running.values(), key=lambda item: item[0])
-                running.clear()
-                pool.shutdown(wait=True, cancel_futures=True)
-                for token, task in reversed(casualties):
-                    if token in causes:
-                        crashed(task, f"the bench worker running this problem {causes[token]}")
-                    elif token in rerun:  # twice under a broken pool: a row, not a third try
-                        crashed(task, "the bench worker pool broke while this problem ran (a worker died: "
-                                      "out of memory or a crash in native code); give fewer --jobs")
-                    else:
-                        rerun.add(token)
-                        queue.insert(0, (token, task))  # it ran beside the one that died: once more
-                pool = new_pool()
-            progress.running = [t.problem.name for _, t in running.values()]
-            progress.show()
-    except KeyboardInterrupt:
-        # The workers got the Ctrl-C too: each ends its problem and returns what it has.
-        for future, (_, task) in list(running.items()):
-            with contextlib.suppress(Exception):
-                row, baselines = future.result(timeout=60)  # inside gpu_bench.sh's 90 s kill-after
-                finish(task, row, baselines)
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if lock_holds is not None and settings.device == "cuda":
-            from kernelwright.hardware import gpu_lock
-
-            lock_holds.update(gpu_lock.hold_summary(os.environ["KERNELWRIGHT_GPU_LOCK"]))
-        if previous is None:
-            os.environ.pop("KERNELWRIGHT_GPU_LOCK", None)
-        else:
-            os.environ["KERNELWRIGHT_GPU_LOCK"] = previous
 
 
 def settings_json(settings: BenchSettings) -> dict[str, Any]:

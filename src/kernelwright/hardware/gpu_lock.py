@@ -37,6 +37,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 ENV = "KERNELWRIGHT_GPU_LOCK"
+# Where the long holds are logged instead of beside the lock (``<lock>.holds``): a bench task's own log, so that the
+# task can say where its time went wherever it ran (a Ray worker on another machine).
+HOLDS_ENV = "KERNELWRIGHT_GPU_LOCK_HOLDS"
 HOLD_LOG_MIN_S = 1.0  # holds at least this long are written to the lock's ``.holds`` log (where the time went)
 
 _NONE, _SHARED, _EXCLUSIVE = 0, 1, 2
@@ -76,6 +79,16 @@ class _Lock:
         self.waited_s += self._held_since - started
         self.mode = mode
 
+    def measurement_waiting(self) -> bool:
+        """Whether another process holds the gate: a measurement waiting for the sharers to let go (or, for a
+        moment, a sharer on its way in). Only meaningful while this process holds the lock shared."""
+        try:
+            fcntl.flock(self.gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self.gate, fcntl.LOCK_UN)
+        return False
+
     def release(self) -> None:
         if self.mode == _NONE:
             return
@@ -95,7 +108,7 @@ class _Lock:
         line = json.dumps({"pid": os.getpid(), "job": self.label, "mode": "exclusive" if self.mode == _EXCLUSIVE
                            else "shared", "s": round(seconds, 2), "end": round(time.time(), 2)}) + "\n"
         with contextlib.suppress(OSError):
-            fd = os.open(self.path + ".holds", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(hold_log(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, line.encode())
             finally:
@@ -129,17 +142,23 @@ def hold_shared(label: str = "") -> None:
         lock.acquire(_SHARED)
 
 
-def hold_summary(path: str) -> dict[str, dict[str, float]]:
-    """The hold log of the lock at ``path`` summed: {"job mode": {"holds", "total_s", "max_s"}}, longest total
-    first — which jobs kept a parallel bench's measurements (exclusive) and everyone else (shared) waiting."""
+def hold_log(path: str) -> str:
+    """The file the long holds of the lock at ``path`` are logged to (``HOLDS_ENV`` where it is set)."""
+    return os.environ.get(HOLDS_ENV) or path + ".holds"
+
+
+def hold_summary(path: str, *, log: str | None = None) -> dict[str, dict[str, float]]:
+    """The hold log of the lock at ``path`` (or the log file ``log``) summed: {"job mode": {"holds", "total_s",
+    "max_s"}}, longest total first — which jobs kept a parallel bench's measurements (exclusive) and everyone else
+    (shared) waiting."""
     import json
 
-    sums: dict[str, dict[str, float]] = {}
     try:
-        with open(path + ".holds") as fh:
+        with open(log or path + ".holds") as fh:
             lines = fh.readlines()
     except OSError:
         return {}
+    sums: dict[str, dict[str, float]] = {}
     for line in lines:
         try:
             hold = json.loads(line)
@@ -150,6 +169,18 @@ def hold_summary(path: str) -> dict[str, dict[str, float]]:
         entry["holds"] += 1
         entry["total_s"] = round(entry["total_s"] + seconds, 2)
         entry["max_s"] = max(entry["max_s"], seconds)
+    return merge_summaries(sums)
+
+
+def merge_summaries(*summaries: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Hold summaries added up (several GPUs' locks, several tasks' logs), longest total first."""
+    sums: dict[str, dict[str, float]] = {}
+    for summary in summaries:
+        for key, part in summary.items():
+            entry = sums.setdefault(key, {"holds": 0, "total_s": 0.0, "max_s": 0.0})
+            entry["holds"] += part.get("holds", 0)
+            entry["total_s"] = round(entry["total_s"] + part.get("total_s", 0.0), 2)
+            entry["max_s"] = max(entry["max_s"], part.get("max_s", 0.0))
     return dict(sorted(sums.items(), key=lambda kv: -kv[1]["total_s"]))
 
 
@@ -202,6 +233,21 @@ def sharing() -> Iterator[None]:
             _SHARERS -= 1
             if _SHARERS == 0 and lock.mode == _SHARED:
                 lock.release()
+
+
+def give_way() -> bool:
+    """A point between steps of a job's shared device work (a trial, a configuration, a baseline): where a
+    measurement is waiting for the device, let it go first — synchronise, let go, queue behind it, share again.
+    Without these a sharer holds the device for its whole job and every measurement of a parallel bench waits for
+    the longest sharer: on the H200 (run 57, 2026-12-04) references held it shared up to 13 s at a stretch and the
+    verifies' measurements waited 25-86 s each. True where it gave way. Only for a job's single thread (the
+    orchestrator's judging threads use :func:`sharing`)."""
+    lock = _get()
+    if lock is None or lock.mode != _SHARED or not lock.measurement_waiting():
+        return False
+    lock.release()
+    lock.acquire(_SHARED)
+    return True
 
 
 @contextlib.contextmanager

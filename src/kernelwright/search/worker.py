@@ -25,8 +25,8 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     runtime.quiet_warnings()
     import torch
 
-    from kernelwright.problem.files import import_from_path
     from kernelwright.hardware import gpu_lock
+    from kernelwright.problem.files import import_from_path
     from kernelwright.verify import compare, tensors, trials
     from kernelwright.verify.candidate import classify_exception
     from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
@@ -50,6 +50,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     timing = spec.timing
 
     for index, path in spec.candidates:
+        gpu_lock.give_way()  # a waiting measurement goes before the next configuration
         channel.send(TuneStart(index=index))
         try:
             module = import_from_path(path, f"kernelwright_tuned_{index}")

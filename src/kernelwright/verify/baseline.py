@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, short_traceback
-from kernelwright.isolation.protocol import BaselineResult, BaselineSpec, Ceilings, JobError, Measurement, Note
+from kernelwright.isolation.protocol import (
+    BaselineResult,
+    BaselineSpec,
+    Ceilings,
+    JobError,
+    Measurement,
+    Note,
+)
 from kernelwright.verify import runtime
 
 if TYPE_CHECKING:
@@ -59,6 +66,7 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
     # Eager first when asked for (the verifier leaves out what kernelwright bench's cache already holds).
     variants = [name for name in ("eager", *COMPILE_MODES) if name in spec.variants]
     for name in variants:
+        gpu_lock.give_way()  # a waiting measurement goes before the next baseline
         try:
             model = fresh_model()
             if name != "eager":

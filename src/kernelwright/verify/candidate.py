@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, JobFailure, short_traceback
 from kernelwright.isolation.protocol import (
     Binary,
@@ -142,6 +143,7 @@ def run_candidate_job(spec: CandidateSpec, channel: Channel) -> None:
     job = _CandidateJob(spec, channel)  # the clock, monitor and recorder in place before any candidate code
     job.construct()
     for trial in job.plan:
+        gpu_lock.give_way()  # a waiting measurement goes before the next trial
         job.run_trial(trial)
     if job.recorder.autotune_configs:
         channel.send(Note(code="autotune-interpreted",

@@ -307,6 +307,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
     first_outputs: list[torch.Tensor] | None = None
 
     for trial in plan:
+        gpu_lock.give_way()  # a waiting measurement goes before the next trial's reference
         if not trial.needs_own_reference:
             channel.send(ReferenceTrial(index=trial.index, kind=trial.kind, source=trial.source))
             continue
