@@ -38,9 +38,13 @@ def _opcodes(verdict) -> dict[str, int]:
     return counts
 
 
+# The space's FMA configurations of an fp32 GEMM (after the 3xTF32 ones it leads with): IEEE, B copied N-major.
+FMA = {"precision": "ieee", "kmajor": False, "b_tile": "kn", "b_copy": True}
+
+
 def test_linear_on_3d_input_fp32_ieee_at_a_second_shape(check, tmp_path: Path) -> None:
-    """view + addmm + view around nn.Linear on [B, T, C], silu (sigmoid * x) fused; fp32 stays IEEE: no TF32 MMA,
-    and the view sizes follow the input at the second shape (batch 3 -> 1, tokens 7 -> 5)."""
+    """view + addmm + view around nn.Linear on [B, T, C], silu (sigmoid * x) fused; the FMA configuration stays
+    IEEE: no TF32 MMA, and the view sizes follow the input at the second shape (batch 3 -> 1, tokens 7 -> 5)."""
     the_plan, verdict = check("linear3d_silu", """
         class Model(nn.Module):
             def __init__(self, in_features, out_features):
@@ -60,7 +64,7 @@ def test_linear_on_3d_input_fp32_ieee_at_a_second_shape(check, tmp_path: Path) -
 
         def get_init_inputs():
             return [in_features, out_features]
-    """, distribution_trials=False)
+    """, config_overrides=FMA, distribution_trials=False)
     assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
     assert sorted(_ops(the_plan)) == sorted(["view", "permute", "addmm", "view", "sigmoid", "mul"])
     assert verdict.status is Status.PASSED, verdict.message
@@ -103,16 +107,17 @@ def test_bf16_linear_gelu_runs_hgmma_with_padded_unaligned_rows(check, variant: 
     assert any(op.startswith(load) and (load != "LDGSTS" or op.endswith(".128")) for op in opcodes), opcodes
 
 
-@pytest.mark.parametrize(("m", "n", "k", "config_index", "b_tile"), [(1, 127, 1000, 0, "kn"), (1000, 7, 1, 3, "nk")])
-def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, config_index: int,
-                                                 b_tile: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """addmm with beta/alpha on ``x @ w.t()`` (w read in place through its strides), a bias row and a per-row
-    scale column fused; edge tiles masked for M, N, K of 1, 7, 127, 1000; two configurations, B's tile loaded
-    as K x N and as N x K (transposed for the dot). The first case copies the K-major w N-major before the dot
-    (``b_copy``, the fp32 default) and pads its 127-wide rows: the big-GEMM branch, taken here at any size."""
+@pytest.mark.parametrize(("m", "n", "k", "fma"), [(1, 127, 1000, True), (1000, 7, 1, False)])
+def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, fma: bool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """addmm with beta/alpha on ``x @ w.t()``, a bias row and a per-row scale column fused; edge tiles masked for
+    M, N, K of 1, 7, 127, 1000; two configurations, B's tile loaded as K x N and as N x K (transposed for the
+    dot). The FMA case copies the K-major w N-major before the dot (``b_copy``) and pads its 127-wide rows: the
+    big-GEMM branch, taken here at any size. The 3xTF32 case (the fp32 default) reads w in place, K-major as
+    wgmma wants it, its 1-wide K rows padded to 16 bytes."""
     from kernelwright.generate.families.gemm import writing
 
-    monkeypatch.setattr(writing, "_PAD_MIN_MACS", 1 if config_index == 0 else writing._PAD_MIN_MACS)
+    monkeypatch.setattr(writing, "_PAD_MIN_MACS", 1 if fma else writing._PAD_MIN_MACS)
     the_plan, verdict = check(f"addmm_{m}x{n}x{k}", f"""
         class Model(nn.Module):
             def forward(self, bias, x, w, s):
@@ -123,10 +128,55 @@ def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, 
 
         def get_init_inputs():
             return []
-    """, config_index=config_index, config_overrides={"b_tile": b_tile}, distribution_trials=False)
+    """, config_overrides=FMA if fma else None, distribution_trials=False)
     assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
     assert sorted(_ops(the_plan)) == ["addmm", "mul", "permute"]
     assert verdict.status is Status.PASSED, verdict.message
+
+
+@pytest.mark.parametrize(("case", "config_index"), [("transposed_a_row_major_b", 0), ("linear", 1)])
+def test_fp32_leads_with_k_major_3xtf32_on_hgmma(check, tmp_path: Path, case: str, config_index: int) -> None:
+    """fp32 without --allow-tf32 (issue 29): the first configuration is 3xTF32 on TF32 warpgroup MMAs with both
+    operands K-major. ``a.t() @ b`` (A M-major, B row-major, K = 37: rows not 16-byte multiples): the launcher
+    copies each K-major (B's K rows padded), then B's tile is loaded N x K. nn.Linear's weight is K-major already
+    and is read in place, here through TMA descriptors over its transpose (the second configuration on Hopper).
+    The interpreter checks the values; the sm_90a cross-compile shows the MMAs; the GPU's trials judge 3xTF32's
+    accuracy (scaled and heavy-tailed inputs)."""
+    body = {"transposed_a_row_major_b": """
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return a.t() @ b
+
+        def get_inputs():
+            return [torch.randn(37, 48), torch.randn(37, 40)]
+
+        def get_init_inputs():
+            return []
+    """, "linear": """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = nn.Linear(64, 48)
+
+            def forward(self, x):
+                return torch.relu(self.linear(x))
+
+        def get_inputs():
+            return [torch.randn(40, 64)]
+
+        def get_init_inputs():
+            return []
+    """}[case]
+    the_plan, verdict = check(f"tf32x3_{case}", body, config_index=config_index, distribution_trials=False)
+    assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+    source = (tmp_path / f"tf32x3_{case}_candidate.py").read_text()
+    assert 'input_precision="tf32x3"' in source and ".mT.contiguous()).mT" in source
+    opcodes = _opcodes(verdict)
+    assert any(op.startswith("HGMMA") and "TF32" in op for op in opcodes), opcodes
+    assert (case == "linear") == any(op.startswith("UTMALDG") for op in opcodes), opcodes
+    tf32 = [f for f in verdict.findings if f.code == "tf32-in-fp32"]
+    assert tf32 and all(f.severity == "note" for f in tf32)  # split precision, told apart from a TF32 shortcut
 
 
 @pytest.mark.parametrize(("rows", "dtype"), [(24, "float32"), (24, "bfloat16"), (1, "float32")])
@@ -325,8 +375,19 @@ def test_space_policy_and_shared_memory_pruning(tmp_path: Path) -> None:
     assert family.space(thin.graph, thin.groups[0], "sm_90a")[0]["BLOCK_N"] == 128
 
     strict = family.space(fp32.graph, g_fp32, "sm_90a")
-    assert strict[0]["precision"] == "ieee" and not any(c["precision"] == "tf32" for c in strict)
+    # fp32 without --allow-tf32: 3xTF32 first (fp32-accurate, on tensor cores), operands K-major, B's tile N x K;
+    # its TMA form second on Hopper; then the FMA tiles. Never plain TF32.
+    assert [(c["precision"], c.get("variant", "pointer")) for c in strict[:3]] == [
+        ("tf32x3", "pointer"), ("tf32x3", "tma"), ("tf32x3", "pointer")]
+    assert all(c["kmajor"] for c in strict[:3]) and strict[0]["b_tile"] == "nk"
+    assert strict[3]["precision"] == "ieee" and not any(c["precision"] == "tf32" for c in strict)
     assert max(c["BLOCK_K"] for c in strict) <= 32  # SIMT FMA tiles: smaller than the tensor-core ones
+    ampere = family.space(fp32.graph, g_fp32, "sm_80")  # TF32 tensor cores, no TMA
+    assert ampere[0]["precision"] == "tf32x3" and not any(c.get("variant") == "tma" for c in ampere)
+    volta = family.space(fp32.graph, g_fp32, "sm_70")  # no TF32: the FMA tiles only
+    assert {c["precision"] for c in volta} == {"ieee"}
+    source = family.render(fp32.graph, g_fp32, strict[0], "kw_gemm_0").source
+    assert 'input_precision="tf32x3"' in source and ".mT.contiguous()).mT" in source
     tf32 = family.space(fp32.graph, g_fp32, "sm_90a", Policy(allow_tf32=True))
     assert tf32[0]["precision"] == "tf32" and any(c["precision"] == "ieee" for c in tf32)
     source = family.render(fp32.graph, g_fp32, tf32[0], "kw_gemm_0").source

@@ -81,14 +81,20 @@ def sm_count(arch: str) -> int:
     return max((gpu.sm_count for gpu in gpus_for_arch(arch)), default=FALLBACK_SM_COUNT)
 
 
-def has_tma(arch: str) -> bool:
-    """Whether ``arch`` has the tensor-memory accelerator (Hopper on): the TMA variants' condition."""
+def has_feature(arch: str, feature: str) -> bool:
+    """Whether the knowledge base lists ``feature`` for ``arch`` (gpus.toml's vocabulary: ``tma``, ``tf32``, ...);
+    False for an arch it does not know."""
     try:
         from kernelwright.hardware import arch_spec
 
-        return "tma" in arch_spec(arch).features
+        return feature in arch_spec(arch).features
     except Exception:  # an arch name the knowledge base does not know
         return False
+
+
+def has_tma(arch: str) -> bool:
+    """Whether ``arch`` has the tensor-memory accelerator (Hopper on): the TMA variants' condition."""
+    return has_feature(arch, "tma")
 
 
 # Generated source (format with ident=...): ``{ident}_sm_count(device, cpu)``, the CUDA device's multiprocessors

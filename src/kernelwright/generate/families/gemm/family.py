@@ -13,6 +13,7 @@ from kernelwright.generate.families.base import (
     Group,
     Policy,
     Rendered,
+    has_feature,
     has_tma,
     make_group,
     sm_count,
@@ -56,10 +57,19 @@ _TF32_CONFIGS = (
     (64, 64, 32, 8, 4, 4),
 )
 # Split-precision TF32 (3xTF32: hi*hi + hi*lo + lo*hi) is fp32-accurate by construction, and the verifier's
-# SASS check knows it (a note, not a TF32 shortcut); but its numerics show only on a GPU, the interpreter
-# computes every dot in exact fp32. Offered last for fp32 problems: a lead for the GPU's numeric check to
-# accept or reject.
-_TF32X3_CONFIG = (128, 128, 32, 8, 3, 8)
+# SASS check knows it (a note, not a TF32 shortcut); its numerics show only on a GPU (the interpreter computes
+# every dot in exact fp32), where the verifier's scaled and heavy-tailed trials judge them. It is the only way past
+# cuBLAS's fp32 on Hopper (FFMA tops out at ~50 TFLOP/s): linear_relu's 3xTF32 candidate, its weight K-major,
+# 1.8816 ms against cuBLAS's 2.7384 (1.46x; run 33, H200, 2026-12-02), where matmul_fp32's, B row-major, took
+# 3.879 ms. wgmma's TF32 operands have no transposed form, so a row-major B is transposed on its way into shared
+# memory (the sm_90a PTX of a 128 x 128 x 32 tile: 48 shared stores a K step against 24 with B K-major), hence
+# ``kmajor``: the launcher copies an operand laid out otherwise K-major first (one pass over it, in the forward's
+# time; 64 MB for a 4096^2 B, ~0.03 ms at the H200's copy rate) and B's tile is loaded N x K. Offered first for
+# fp32 problems (issue 29), the FMA tiles after it; the TMA form is a lead, not yet timed.
+_TF32X3_CONFIGS = (
+    (128, 128, 32, 8, 3, 8),
+    (128, 64, 32, 8, 4, 4),
+)
 _DEFAULT_SMEM_LIMIT = 48 * 1024  # an arch the knowledge base does not know: what every CUDA GPU allows
 
 
@@ -140,6 +150,18 @@ def _split_k_first(configs: list[dict[str, object]], plan: GemmPlan, arch: str) 
     return [*split, *configs]
 
 
+def _tf32x3_space(arch: str) -> list[dict[str, object]]:
+    """fp32 at TF32 tensor-core speed and fp32 accuracy: 3xTF32 with both operands K-major (the copy where they are
+    not is the launcher's), B's tile loaded N x K; where the arch has TMA, the first tile again through tensor
+    descriptors (B's over its K-major transpose). Only where the arch has TF32 tensor cores (sm_80 on)."""
+    if not has_feature(arch, "tf32"):
+        return []
+    pointer = [{**_config(c, "tf32x3"), "kmajor": True, "b_tile": "nk"} for c in _TF32X3_CONFIGS]
+    if not has_tma(arch):
+        return pointer
+    return [pointer[0], {**_config(_TF32X3_CONFIGS[0], "tf32x3"), "kmajor": True, "variant": "tma"}, *pointer[1:]]
+
+
 def _config(entry: tuple[int, ...], precision: str) -> dict[str, object]:
     bm, bn, bk, group_m, stages, warps = entry
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "num_stages": stages,
@@ -173,9 +195,9 @@ class GemmFamily:
             configs = [_config(c, "tf32") for c in _TF32_CONFIGS] + [{**_config(_FP32_CONFIGS[0], "ieee"),
                                                                       "b_copy": True}]
         else:
-            # A K-major B (nn.Linear's weight) copied N-major first: writing.py has the figures.
-            configs = [{**_config(c, "ieee"), "b_copy": True} for c in _FP32_CONFIGS]
-            configs.append(_config(_TF32X3_CONFIG, "tf32x3"))
+            configs = _tf32x3_space(arch)
+            # The FMA dot: a K-major B (nn.Linear's weight) copied N-major first (writing.py has the figures).
+            configs += [{**_config(c, "ieee"), "b_copy": True} for c in _FP32_CONFIGS]
         configs = _split_k_first(configs, plan, arch)
         itemsize = max(plan.a.load_dtype.itemsize, plan.b.load_dtype.itemsize, plan.a.dtype.itemsize)
         limit = _smem_limit(arch)

@@ -145,6 +145,7 @@ class _Writer:
         lines += self.launcher(kernel, tma, split)
         dot = cfg["precision"] if plan.a.dtype == torch.float32 else str(plan.a.dtype).removeprefix("torch.")
         notes = (f"{plan.anchor}: {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} tiles, {dot} dot"
+                 + (", operands K-major" if cfg.get("kmajor") else "")
                  + (", TMA loads, persistent grid" if tma else "")
                  + (f", K split in up to {cfg['split_k']} shares" if split else ""),)
         return Rendered(source="\n".join(lines), launcher=self.ident, notes=notes)
@@ -418,6 +419,11 @@ class _Writer:
             lines += [f"    {m}, {k} = {a}.shape",
                       f"    {n} = {b}.shape[1]",
                       f'    assert {b}.shape[0] == {k}, "mm: the inner dimensions differ"']
+        if cfg.get("kmajor"):
+            # 3xTF32 on wgmma reads both tiles K-major (TF32 operands have no transposed form): an operand laid out
+            # otherwise is copied K-major once, in this forward's time (gemm/family.py has the figures).
+            lines += [f"    {a} = {a} if {a}.stride(-1) == 1 else {a}.contiguous()",
+                      f"    {b} = {self.ident}_aligned({b}.mT if {b}.stride(-2) == 1 else {b}.mT.contiguous()).mT"]
         if tma:  # descriptors need 16-byte rows: a layout that has none is copied, whatever the size
             lines += [f"    {a}, a_t = {self.ident}_tma_ready({a}, True)",
                       f"    {b}, b_t = {self.ident}_tma_ready({b}, True)"]
