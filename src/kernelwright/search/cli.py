@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from pathlib import Path
 
 HELP = "write a verified kernel for a problem: the template library (no network), an LLM, or both"
+# With --backward the forward's search gets this share of --budget; the backward's gets what the forward left.
+FORWARD_SHARE = 0.6
+_now = time.monotonic  # the command's clock (a test moves it)
 
 
 def parse_budget(text: str) -> float:
@@ -40,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.add_argument("--backward", action="store_true",
                    help="also write the op's backward as a problem (OUT/backward/problem.py) and optimize it with the "
-                        "templates and its own --budget; kernelwright export registers it as the op's backward")
+                        "templates, within the same --budget (the forward's search gets 60%%, the backward what is "
+                        "left); kernelwright export registers it as the op's backward")
 
 
 def positive_int(text: str) -> int:
@@ -97,10 +102,14 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: name a folder for the run's outputs (best.py, report.md, ...)")
     policy = Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision)
+    # --budget is the command's: with --backward the forward gets its share and the backward the rest (the backward
+    # was given the whole --budget again, and the command could take twice what the user asked).
+    deadline = _now() + args.budget
+    forward_budget = args.budget * FORWARD_SHARE if args.backward else args.budget
     if args.generator != "templates":
-        status = _run_llm(args, out, policy)
+        status = _run_llm(args, out, policy, forward_budget)
     else:
-        result = optimize(args.problem, out_dir=out, budget_s=args.budget, device=args.device, arch=args.arch,
+        result = optimize(args.problem, out_dir=out, budget_s=forward_budget, device=args.device, arch=args.arch,
                           policy=policy, progress=Progress())
         if args.json:
             print(summary_json(result))
@@ -110,12 +119,13 @@ def run(args: argparse.Namespace) -> int:
         best = result.best
         status = 0 if best is not None and best.verdict is not None and best.verdict.passed else 1
     if args.backward:
-        status = max(status, _run_backward(args, out, policy))
+        status = max(status, _run_backward(args, out, policy, deadline))
     return status
 
 
-def _run_backward(args: argparse.Namespace, out: Path, policy: object) -> int:
-    """The backward as a problem of its own in ``out/backward``: written, then optimized with the templates."""
+def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline: float) -> int:
+    """The backward as a problem of its own in ``out/backward``: written, then optimized with the templates in what
+    is left of the command's budget."""
     from kernelwright.errors import InputError
     from kernelwright.generate.backward import write_backward_problem
     from kernelwright.search.optimize import optimize
@@ -127,8 +137,14 @@ def _run_backward(args: argparse.Namespace, out: Path, policy: object) -> int:
     except InputError as exc:
         print(f"backward: not written: {exc}", file=sys.stderr)
         return 0
+    left = deadline - _now()
+    if left < 1.0:
+        print(f"backward: written to {folder}/problem.py, not optimized: the forward's search and verify spent the "
+              f"--budget ({args.budget:.0f}s); give a larger --budget, or optimize that problem on its own",
+              file=sys.stderr)
+        return 0
     try:
-        result = optimize(problem.path, out_dir=folder, budget_s=args.budget, device=args.device, arch=args.arch,
+        result = optimize(problem.path, out_dir=folder, budget_s=left, device=args.device, arch=args.arch,
                           policy=policy, progress=Progress())
     except InputError as exc:  # a backward with no compute (a sum's is an expand), or none a template covers
         print(f"backward: {exc}; the op's backward stays the reference's", file=sys.stderr)
@@ -141,10 +157,10 @@ def _run_backward(args: argparse.Namespace, out: Path, policy: object) -> int:
     return 0 if verdict is not None and verdict.passed else 1
 
 
-def _run_llm(args: argparse.Namespace, out: Path, policy: object) -> int:
+def _run_llm(args: argparse.Namespace, out: Path, policy: object, budget_s: float) -> int:
     from kernelwright.search.llm_search import optimize_with_llm
 
-    result = optimize_with_llm(args.problem, out_dir=out, budget_s=args.budget, generator=args.generator,
+    result = optimize_with_llm(args.problem, out_dir=out, budget_s=budget_s, generator=args.generator,
                                strategy=args.strategy, samples=args.samples, device=args.device, arch=args.arch,
                                policy=policy, model=args.model, base_url=args.base_url, db_path=args.db,
                                resume=args.resume, max_candidates=args.max_candidates, max_tokens=args.max_tokens,
