@@ -38,6 +38,7 @@ PASS_THROUGH = {
     ("verify/candidate.py", "code"): "classify_exception's ('status', 'code') returns",
     ("isolation/child.py", "failure.code"): "JobFailure(status, 'code', ...)",
     ("inspect/expectations.py", "kind"): "its ('code', Severity.X, ...) ptxas rules",
+    ("verify/sanitize.py", "f.code"): "compute-sanitizer's report kinds, its ('code', Severity.X, ...) _RULES",
 }
 # Callables whose code= keyword is a finding code, and the severity they give it (send's is its first argument's).
 RAISERS = {"Finding": Severity.ERROR, "_report": Severity.ERROR, "ChildFinding": Severity.ERROR,
@@ -246,7 +247,8 @@ def test_derived_sets_keep_their_values() -> None:
         "timer-tampering", "no-own-kernel", "output-caching", "input-mutation", "precision", "tf32-in-fp32",
         "fp16-in-fp32", "half-in-fp32", "distribution-shortcut", "shape-specialised", "nondeterministic",
         "persisting-l2", "reference-access", "timed-call-mismatch", "beyond-roofline", "output-aliases-input",
-        "protocol-violation",
+        "protocol-violation", "out-of-bounds", "misaligned-access", "shared-memory-race", "uninitialized-read",
+        "barrier-misuse",
     }) == INTEGRITY_CODES  # fmt: skip
     assert frozenset({"degenerate-problem"}) == UNCLEAN_CODES
     assert HEADLINE_ORDER == (

@@ -27,6 +27,12 @@ def _baselines(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(["eager", *(_BASELINE_NAMES[n] for n in names)]))  # eager: the speedup's basis
 
 
+def _lazy_tools(text: str) -> tuple[str, ...]:  # the parser stays light: sanitize is imported when used
+    from kernelwright.verify.sanitize import tools_argument
+
+    return tools_argument(text)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from kernelwright.search.cli import add_llm_arguments, add_target_arguments, parse_budget, positive_int
 
@@ -68,6 +74,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "here; default: a cluster of this machine started for the bench)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="cuda: time on the GPU; cpu: correctness and coverage only (default: auto)")
+    p.add_argument("--sanitize", nargs="?", const="all", default=None, type=_lazy_tools, metavar="TOOLS",
+                   help="compute-sanitizer over each winner (or solution) once its trials pass, as verify "
+                        "--sanitize: memcheck,racecheck,initcheck,synccheck (default all); 'none' turns off the "
+                        "default (all four for CUDA C++ candidates)")
     add_target_arguments(p)
     p.add_argument("--format", choices=("all", "md", "json"), default="all",
                    help="all: results.json, report.md and report.html (default); md: print the markdown table "
@@ -130,7 +140,8 @@ def _run(args: argparse.Namespace) -> int:
                              policy=Policy(allow_tf32=args.allow_tf32,
                                            allow_reduced_precision=args.allow_reduced_precision),
                              baselines=args.baselines, jobs=jobs, executor=args.executor, gpus=gpus,
-                             ray_address=args.ray_address, resume=args.resume, db_path=args.db,
+                             ray_address=args.ray_address, sanitize=args.sanitize, resume=args.resume,
+                             db_path=args.db,
                              solutions=args.solutions is not None,
                              llm={"strategy": args.strategy, "samples": args.samples, "model": args.model,
                                   "base_url": args.base_url, "max_candidates": args.max_candidates,

@@ -57,12 +57,14 @@ class BenchSettings:
     db_path: Path | None = None
     solutions: bool = False  # score outside ModelNew files (each problem's .solution) instead of optimizing
     llm: dict[str, Any] = field(default_factory=dict)  # the LLM generator's options (--generator llm|hybrid)
+    sanitize: tuple[str, ...] | None = None  # compute-sanitizer tools (VerifyOptions.sanitize; None: its default)
 
     def key_fields(self) -> dict[str, Any]:
         """What, besides the problem, the solution and the machine, decides a row."""
         llm = {k: v for k, v in self.llm.items() if k != "base_url"}  # where the model is served is not the result
         return {"generator": self.generator, "llm": llm, "budget_per_problem_s": self.budget_per_problem_s,
-                "arch": self.arch, **self.policy.to_json(), "baselines": list(self.baselines)}
+                "arch": self.arch, **self.policy.to_json(), "baselines": list(self.baselines),
+                **({"sanitize": list(self.sanitize)} if self.sanitize is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,8 @@ def _verify_options(task: Task) -> dict[str, Any]:
     modes = tuple(b for b in settings.baselines if b in COMPILE_MODES and b not in task.side_baselines)
     return {"compile_baseline": bool(modes), "compile_modes": modes, "reuse_baselines": task.reuse_baselines,
             # each step of a GPU verify as it starts and ends: a verify cut by the problem's budget says where it was
-            "progress_file": str(settings.out_dir / task.problem.name / "verify-progress.jsonl")}
+            "progress_file": str(settings.out_dir / task.problem.name / "verify-progress.jsonl"),
+            "sanitize": settings.sanitize}
 
 
 def _measured_baselines(verdict: Any, task: Task) -> dict[str, Any]:

@@ -31,6 +31,7 @@ JOBS: dict[str, str] = {
     "tune": "kernelwright.search.worker:run_tune_job",
     "probe": "kernelwright.verify.probe:run_probe_job",
     "export_probe": "kernelwright.export.probe:run_export_probe_job",
+    "sanitize": "kernelwright.verify.sanitize:run_sanitize_job",
 }
 
 

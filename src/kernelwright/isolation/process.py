@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -437,14 +437,16 @@ def run_child(
     device: str | None = None,
     env_extra: Mapping[str, str] | None = None,
     memory_limit_bytes: int | None = None,
+    wrapper: Sequence[str] = (),
 ) -> ChildRun:
     """Run ``kernelwright.isolation.child JOB`` with ``spec`` (the job's record in
     :data:`~kernelwright.isolation.protocol.SPECS`, or its JSON) in a fresh process and collect what it reports.
 
     ``device`` ("cpu" or "cuda") applies the policy's environment and memory limit (:func:`job_environment`,
-    :func:`memory_limit`); ``env_extra`` and ``memory_limit_bytes`` override them. A process that
-    :func:`prestart_child` started with the same arguments takes the job, if one waits; the time limit counts from
-    the hand-over."""
+    :func:`memory_limit`); ``env_extra`` and ``memory_limit_bytes`` override them. ``wrapper``: a command the
+    child runs under (compute-sanitizer and its options; the job's pipe passes through it). A process that
+    :func:`prestart_child` started with the same arguments takes the job, if one waits (never for a wrapped one);
+    the time limit counts from the hand-over."""
     if _STOPPING.is_set():
         raise KeyboardInterrupt("kernelwright is stopping: no new child process")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -457,14 +459,15 @@ def run_child(
     errors: list[str] = []
     start = time.monotonic()
     with _not_inspectable():
-        waiting = _take_prestarted(key)
+        waiting = _take_prestarted(key) if not wrapper else None
         if waiting is not None:
             proc, read_fd = waiting.proc, waiting.read_fd
             stdout_path, stderr_path = waiting.stdout_path, waiting.stderr_path
         else:
             stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"
             read_fd, write_fd = os.pipe()
-            cmd = [sys.executable, "-m", "kernelwright.isolation.child", job, str(spec_path), str(write_fd)]
+            cmd = [*wrapper, sys.executable, "-m", "kernelwright.isolation.child", job, str(spec_path),
+                   str(write_fd)]
             proc = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, memory_limit_bytes=limit,
                           stdin=subprocess.DEVNULL, stdout_path=stdout_path, stderr_path=stderr_path)
         reader = threading.Thread(target=_read_channel, args=(read_fd, messages, errors), daemon=True)

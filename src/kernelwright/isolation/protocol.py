@@ -278,9 +278,19 @@ class ExportProbeSpec(JobSpec):
     prefix: str = ""  # of the probe's module names
 
 
+@dataclass(frozen=True, kw_only=True)
+class SanitizeSpec(JobSpec):
+    problem: str
+    candidate: str
+    device: str
+    seed: int
+    size_overrides: dict[str, int] = field(default_factory=dict)  # none: reduced to max_elements
+    max_elements: int = 1 << 16
+
+
 SPECS: dict[str, type[JobSpec]] = {
     "reference": ReferenceSpec, "candidate": CandidateSpec, "baseline": BaselineSpec, "tune": TuneSpec,
-    "probe": ProbeSpec, "export_probe": ExportProbeSpec,
+    "probe": ProbeSpec, "export_probe": ExportProbeSpec, "sanitize": SanitizeSpec,
 }
 
 
@@ -532,6 +542,15 @@ class ExportProbeResult(Report):
     result: dict[str, Any]  # export/probe.py's plan, or {"ok": False, "message": ...}
 
 
+@dataclass(frozen=True, kw_only=True)
+class SanitizeRan(Report):
+    """The candidate's forward finished under compute-sanitizer (what the tool saw is in its own output)."""
+
+    event: ClassVar[str] = "sanitize"
+    seconds: float
+    sizes: dict[str, int] = field(default_factory=dict)
+
+
 _ANY_JOB = (JobError, Done, LockWait, Note)
 REPORTS: dict[str, dict[str, type[Report]]] = {
     job: {kind.event: kind for kind in (*_ANY_JOB, *kinds)} for job, kinds in {
@@ -542,6 +561,7 @@ REPORTS: dict[str, dict[str, type[Report]]] = {
         "tune": (TuneStart, Tuned),
         "probe": (ProbeResult,),
         "export_probe": (ExportProbeResult,),
+        "sanitize": (SanitizeRan,),
     }.items()
 }
 

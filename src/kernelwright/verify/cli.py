@@ -9,6 +9,12 @@ from typing import Any
 HELP = "check a candidate kernel against a KernelBench problem: correct, honest, timed"
 
 
+def _lazy_tools(text: str) -> tuple[str, ...]:  # the parser stays light: sanitize is imported when used
+    from kernelwright.verify.sanitize import tools_argument
+
+    return tools_argument(text)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("problem", help="KernelBench problem file (class Model, get_inputs, get_init_inputs)")
     p.add_argument("candidate", help="solution file defining class ModelNew (Triton or CUDA C++ via load_inline)")
@@ -42,6 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", default=None, metavar="FILE",
                    help="append a JSON line to FILE as each step of the protocol starts and ends (where a verify "
                         "that something killed was)")
+    p.add_argument("--sanitize", nargs="?", const="all", default=None, type=_lazy_tools, metavar="TOOLS",
+                   help="once the trials pass, run compute-sanitizer over the candidate's forward at reduced sizes: "
+                        "memcheck,racecheck,initcheck,synccheck (default all; 'none' turns off the default, which is all four "
+                        "for a CUDA C++ candidate on a GPU); each report rejects the candidate")
     p.add_argument("--explain", action=_Explain, metavar="CODE",
                    help="print what a finding code means (its class, severity and what to do) and exit")
 
@@ -99,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         size_overrides=_sizes(args.size),
         reduce_on_cpu=not args.full_size,
         progress_file=args.progress,
+        sanitize=args.sanitize,
     )
     verdict = verify(args.problem, args.candidate, options)
     if args.json:

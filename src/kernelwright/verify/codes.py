@@ -106,6 +106,17 @@ CATALOGUE: tuple[Code, ...] = (
          "output element on every call", headline=21),
     Code("protocol-violation", INTEGRITY, E, "the job's report channel carried unparseable, malformed or oversized "
          "messages; never write to the harness's channel"),
+    # compute-sanitizer (verify --sanitize, verify/sanitize.py): what passing trials can hide
+    Code("out-of-bounds", INTEGRITY, E, "compute-sanitizer memcheck saw a kernel read or write outside its "
+         "allocation (the finding names the kernel and line); mask every index against the tensor's size"),
+    Code("misaligned-access", INTEGRITY, E, "compute-sanitizer memcheck saw a misaligned vector access; align the "
+         "pointer (or the storage offset) to the access width, or load narrower"),
+    Code("shared-memory-race", INTEGRITY, E, "compute-sanitizer racecheck saw threads write and read the same "
+         "shared memory with no barrier between; add __syncthreads (a tl.debug_barrier) between the phases"),
+    Code("uninitialized-read", INTEGRITY, E, "compute-sanitizer initcheck saw a kernel read memory nothing wrote; "
+         "initialise it (torch.zeros, or write before reading)"),
+    Code("barrier-misuse", INTEGRITY, E, "compute-sanitizer synccheck saw a barrier in divergent code or with a "
+         "wrong mask; reach every __syncthreads with the whole block"),
     # -- correctness ---------------------------------------------------------------------------------------------
     Code("output-structure", CORRECTNESS, E, "the outputs differ from the reference's in number, shape, dtype, "
          "device or container; return what the problem's forward returns", headline=22),
@@ -185,6 +196,15 @@ CATALOGUE: tuple[Code, ...] = (
     Code("low-tensor-utilisation", PERFORMANCE, N, "inspect --executed: the tensor pipe was active under 10% of "
          "peak in a matmul-like problem"),
     # -- diagnostics -----------------------------------------------------------------------------------------------
+    Code("sanitizer-error", DIAGNOSTIC, W, "compute-sanitizer reported an error of another kind (a CUDA API error, "
+         "a leak) or counted errors in no form read here, while the candidate ran; its first line is in the finding"),
+    Code("sanitizer-missing", DIAGNOSTIC, W, "--sanitize was asked for and compute-sanitizer is not on this machine "
+         "(PATH, CUDA_HOME/bin, /usr/local/cuda/bin); install the CUDA toolkit's compute-sanitizer"),
+    Code("sanitizer-skipped", DIAGNOSTIC, N, "a compute-sanitizer tool did not judge the candidate: no GPU (the "
+         "interpreter has nothing to sanitize), or its forward did not finish under the tool (the finding says how)",
+         also=(W,)),
+    Code("sanitizer-clean", DIAGNOSTIC, N, "the compute-sanitizer tools that ran over the candidate's forward (at "
+         "reduced sizes) reported nothing"),
     Code("instructions-unavailable", DIAGNOSTIC, W, "compiling the kernels for the instruction summary failed "
          "after every check had finished; the verdict stands on the checks"),
     Code("cuda-build", DIAGNOSTIC, N, "a CUDA extension the candidate built, and for which arch (a warning when it "

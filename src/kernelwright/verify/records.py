@@ -50,6 +50,10 @@ class VerifyOptions:
     # "s"}; event "start", "end", or "stopped" where a signal or an exception left the step): where a verify that a
     # caller's limit kills was (the verdict says it only when the verify ends).
     progress_file: str | None = None
+    # compute-sanitizer tools to run over the candidate's forward at reduced sizes once its trials pass ("memcheck",
+    # "racecheck", "initcheck", "synccheck"; verify/sanitize.py): each report an integrity error. () none; None: all
+    # four for a CUDA C++ candidate on a GPU (hand-written memory indexing and barriers), none for Triton.
+    sanitize: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -352,6 +352,9 @@ class _Verification:
         self._notes(cand)
         with self.clock.phase("instructions"):
             instructions = self._instructions(cand)
+        if self._sanitize_tools() and failure is None and judged and not self._integrity_failed():
+            with self.clock.phase("sanitizer"):
+                self._sanitize()
         if failure is None and judged and not self._integrity_failed() and "candidate" in timing:
             with self.clock.phase("baselines"):
                 timing.update(self._baselines())
@@ -751,6 +754,27 @@ class _Verification:
             state = {True: "compiled", False: "failed to compile", None: "was not compiled"}[result.get("ok")]
             self.judge.add("cuda-build", f"CUDA extension {build.name!r} {state} for {build.arch}",
                            Severity.NOTE if result.get("ok") else Severity.WARNING, **result)
+
+    def _sanitize_tools(self) -> tuple[str, ...]:
+        if self.opts.sanitize is not None:
+            return tuple(self.opts.sanitize)
+        if self.device == "cuda" and self.candidate.uses_load_inline:  # the default: hand-written CUDA C++
+            from kernelwright.verify.sanitize import TOOLS
+
+            return TOOLS
+        return ()
+
+    def _sanitize(self) -> None:
+        """compute-sanitizer's tools over the candidate's forward at reduced sizes (verify/sanitize.py)."""
+        from kernelwright.verify import sanitize
+
+        limit = self.timeout
+        if self.opts.deadline is not None:
+            limit = min(limit, max(1.0, self.opts.deadline - time.monotonic()))
+        seconds = sanitize.judge(self.judge, self.problem.path, self.candidate.path, self._sanitize_tools(),
+                                 device=self.device, seed=self.seed,
+                                 size_overrides=dict(self.opts.size_overrides or {}), timeout_s=limit)
+        self.phases.update(seconds)  # each tool's own seconds, inside the "sanitizer" phase
 
     def _integrity_failed(self) -> bool:
         return any(f.code in INTEGRITY_CODES and f.severity is Severity.ERROR for f in self.judge.findings)
