@@ -58,6 +58,7 @@ SAMPLES: list[tuple[str, p.Report]] = [
     ("probe", p.ProbeResult(ok=True, message="ran on cpu", outputs=({"shape": [2], "dtype": "float32"},),
                             reduced_sizes={"N": 8}, seconds=0.1)),
     ("export_probe", p.ExportProbeResult(result={"ok": False, "message": "the problem defines no class Model"})),
+    ("sanitize", p.SanitizeRan(seconds=0.4, sizes={"N": 64})),
 ]
 
 
@@ -149,6 +150,7 @@ def test_specs_are_read_back_as_written_and_check_their_fields() -> None:
         p.TuneSpec(problem="/p.py", device="cuda", seed=0, candidates=((0, "/a.py"), (1, "/b.py")), timing=timing),
         p.ProbeSpec(problem="/p.py", device="cpu"),
         p.ExportProbeSpec(reference="/p.py", variants=({"id": "v", "path": "/v.py", "language": "triton"},)),
+        p.SanitizeSpec(problem="/p.py", candidate="/c.py", device="cuda", seed=3, size_overrides={"N": 64}),
     ]
     assert {type(s) for s in specs} == set(p.SPECS.values())
     for spec in specs:
