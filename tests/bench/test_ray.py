@@ -97,16 +97,13 @@ def _bench_costs_a_dead_worker_its_row_only(tmp_path: Path) -> None:
     (problems / "2_killer.py").write_text(KILLS_ITS_RAY_WORKER + SOFTMAX.read_text())
     shutil.copy(CANDIDATES / "softmax_ok.py", solutions / "1_softmax.py")
     shutil.copy(CANDIDATES / "softmax_ok.py", solutions / "2_killer.py")
-    shutil.copy(SOFTMAX, problems / "3_wrong.py")
-    shutil.copy(CANDIDATES / "softmax_wrong.py", solutions / "3_wrong.py")
     out = tmp_path / "bench"
     assert main(["bench", str(problems), "--solutions", str(solutions), "--out", str(out), "--db",
                  str(tmp_path / "runs.sqlite"), "--device", "cpu", "--executor", "ray", "--jobs", "2"]) == 0
     by_name = {r["name"]: r for r in json.loads((out / "results.json").read_text())["problems"]}
     assert by_name["2_killer"]["status"] == "crashed" and "died" in by_name["2_killer"]["message"]
-    # The rows the local executor gives the same files (tests/bench/test_bench_cpu.py): verdicts, not places.
+    # The row the local executor gives the same files (tests/bench/test_bench_cpu.py): a verdict, not a place.
     assert by_name["1_softmax"]["status"] == "passed" and "gpu" not in by_name["1_softmax"]
-    assert by_name["3_wrong"]["status"] == "incorrect" and by_name["3_wrong"]["message"].startswith("mismatch")
     assert ray.is_initialized()  # a cluster the caller connected stays connected
 
 
