@@ -255,6 +255,18 @@ def test_a_multi_gpu_bench_gives_each_gpu_its_workers_and_lock(tmp_path: Path,
     assert sorted(lanes["0"].submitted + lanes["2"].submitted) == [0, 1, 2, 3]
 
 
+def test_one_chosen_gpu_is_the_one_the_workers_see(tmp_path: Path) -> None:
+    """--gpus 1 on a machine of several: one lane, its workers told CUDA_VISIBLE_DEVICES=1 (not left on GPU 0)."""
+    from kernelwright.bench import executor, runner
+
+    one = executor.lanes(runner.BenchSettings(out_dir=tmp_path, device="cuda", jobs=2, gpus=("1",)), str(tmp_path))
+    assert [(lane.gpu, lane.capacity) for lane in one] == [("1", 2)] and one[0].lock.endswith("gpu1.lock")
+    found = executor.lanes(runner.BenchSettings(out_dir=tmp_path, device="cuda", jobs=2), str(tmp_path))
+    assert [(lane.gpu, lane.capacity) for lane in found] == [(None, 2)]  # none named: as the bench found it
+    cpu = executor.lanes(runner.BenchSettings(out_dir=tmp_path, device="cpu", jobs=3, gpus=("0", "1")), str(tmp_path))
+    assert [(lane.gpu, lane.lock) for lane in cpu] == [(None, None)]
+
+
 def test_gpus_flag_names_visible_gpus_only() -> None:
     from kernelwright.bench.executor import parse_gpus
     from kernelwright.errors import InputError

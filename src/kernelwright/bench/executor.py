@@ -194,7 +194,7 @@ def lanes(settings: Any, lock_dir: str) -> list[_Lane]:
     if settings.device != "cuda":
         return [_Lane(None, None, jobs, jobs)]
     gpus = list(settings.gpus)[:jobs]
-    if len(gpus) <= 1:  # the one GPU: CUDA_VISIBLE_DEVICES as the bench found it
+    if not gpus:  # no GPU named: CUDA_VISIBLE_DEVICES as the bench found it
         return [_Lane(None, str(Path(lock_dir) / "gpu.lock"), jobs, jobs)]
     return [_Lane(g, str(Path(lock_dir) / f"gpu{g}.lock"), jobs // len(gpus) + (i < jobs % len(gpus)), jobs)
             for i, g in enumerate(gpus)]
@@ -308,7 +308,7 @@ def run_local(pending: Sequence[Any], settings: Any, side: Side) -> Holds:
 
 def _placed(row: dict[str, Any], gpu: str | None, settings: Any) -> dict[str, Any]:
     """The row with the GPU it ran on, where the bench had more than one."""
-    if gpu is None or settings.device != "cuda":
+    if gpu is None or settings.device != "cuda" or len(settings.gpus) < 2:
         return row
     return {**row, "gpu": gpu}
 
