@@ -14,7 +14,6 @@ from pathlib import Path
 
 HELP = "score a folder of problems (ours or KernelBench's) or of outside solutions: resumable, within a budget"
 
-EXECUTOR_CHOICES = ("local", "ray")  # bench/executor.EXECUTORS (not imported here: the parser stays light)
 _BASELINE_NAMES = {"eager": "eager", "compile": "compile", "max-autotune": "compile_max_autotune"}
 
 
@@ -27,14 +26,10 @@ def _baselines(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(["eager", *(_BASELINE_NAMES[n] for n in names)]))  # eager: the speedup's basis
 
 
-def _lazy_tools(text: str) -> tuple[str, ...]:  # the parser stays light: sanitize is imported when used
-    from kernelwright.verify.sanitize import tools_argument
-
-    return tools_argument(text)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from kernelwright.bench.executor import EXECUTORS
     from kernelwright.search.cli import add_llm_arguments, add_target_arguments, parse_budget, positive_int
+    from kernelwright.verify.cli import add_sanitize_argument
 
     p.add_argument("problems", nargs="+", help="problem files or folders of them (KernelBench's level folders work "
                                                "as they are)")
@@ -66,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", default=None,
                    help="the GPUs a local bench spreads its jobs over: 'all' (default) or a list such as 0,2 "
                         "(CUDA_VISIBLE_DEVICES names); each GPU has its own workers and lock")
-    p.add_argument("--executor", choices=EXECUTOR_CHOICES, default="local",
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: worker processes on this machine (default); ray: Ray tasks over a Ray cluster, "
                         "each given a GPU (or a share of one) by Ray's scheduler")
     p.add_argument("--ray-address", default=None, dest="ray_address",
@@ -74,10 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "here; default: a cluster of this machine started for the bench)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="cuda: time on the GPU; cpu: correctness and coverage only (default: auto)")
-    p.add_argument("--sanitize", nargs="?", const="all", default=None, type=_lazy_tools, metavar="TOOLS",
-                   help="compute-sanitizer over each winner (or solution) once its trials pass, as verify "
-                        "--sanitize: memcheck,racecheck,initcheck,synccheck (default all); 'none' turns off the "
-                        "default (all four for CUDA C++ candidates)")
+    add_sanitize_argument(p, "each winner's (or solution's) forward")
     add_target_arguments(p)
     p.add_argument("--format", choices=("all", "md", "json"), default="all",
                    help="all: results.json, report.md and report.html (default); md: print the markdown table "

@@ -88,7 +88,7 @@ def _with_task_env(run_task: RunTask, task: Any, holds_log: str) -> tuple[dict[s
         row, baselines = run_task(task)
     finally:
         os.environ.pop(gpu_lock.HOLDS_ENV, None)
-    holds = gpu_lock.hold_summary("", log=holds_log)
+    holds = gpu_lock.read_holds(holds_log)
     with contextlib.suppress(OSError):
         os.unlink(holds_log)
     return row, baselines, holds

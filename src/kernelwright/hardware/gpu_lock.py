@@ -147,14 +147,18 @@ def hold_log(path: str) -> str:
     return os.environ.get(HOLDS_ENV) or path + ".holds"
 
 
-def hold_summary(path: str, *, log: str | None = None) -> dict[str, dict[str, float]]:
-    """The hold log of the lock at ``path`` (or the log file ``log``) summed: {"job mode": {"holds", "total_s",
-    "max_s"}}, longest total first — which jobs kept a parallel bench's measurements (exclusive) and everyone else
-    (shared) waiting."""
+def hold_summary(path: str) -> dict[str, dict[str, float]]:
+    """The hold log beside the lock at ``path``, summed (:func:`read_holds`)."""
+    return read_holds(path + ".holds")
+
+
+def read_holds(log: str) -> dict[str, dict[str, float]]:
+    """A hold log summed: {"job mode": {"holds", "total_s", "max_s"}}, longest total first — which jobs kept a
+    parallel bench's measurements (exclusive) and everyone else (shared) waiting."""
     import json
 
     try:
-        with open(log or path + ".holds") as fh:
+        with open(log) as fh:
             lines = fh.readlines()
     except OSError:
         return {}

@@ -1,4 +1,4 @@
-"""Finding and running NVIDIA's binary tools: cuobjdump, nvdisasm, ptxas, nvcc.
+"""Finding and running NVIDIA's binary tools: cuobjdump, nvdisasm, ptxas, nvcc, compute-sanitizer.
 
 Candidates, in order: Triton's wheel (``triton/backends/nvidia/bin``), NVIDIA's pip wheels (``nvidia/cu13/bin``,
 ``nvidia/cuda_nvcc/bin``, ...), ``$CUDA_HOME``/``$CUDA_PATH``, ``/usr/local/cuda``, then ``PATH``. Each tool's CUDA
@@ -23,7 +23,7 @@ from kernelwright.errors import InputError, ToolchainError
 
 log = logging.getLogger(__name__)
 
-TOOLS = ("cuobjdump", "nvdisasm", "ptxas", "nvcc")
+TOOLS = ("cuobjdump", "nvdisasm", "ptxas", "nvcc", "compute-sanitizer")
 # output that means the tool refused the input even though it exited 0
 REFUSAL_RE = re.compile(r"(?im)^\S*\s*fatal\s*:.*$|is deprecated|unsupported gpu architecture|not supported")
 
@@ -139,6 +139,7 @@ _INSTALL_HINT = {
     "nvdisasm": "pip install triton (its wheel ships nvdisasm) or put the CUDA toolkit's bin directory on PATH",
     "ptxas": "pip install triton (its wheel ships ptxas) or put the CUDA toolkit's bin directory on PATH",
     "nvcc": "install the CUDA toolkit (or pip install nvidia-cuda-nvcc) and set CUDA_HOME or PATH",
+    "compute-sanitizer": "install the CUDA toolkit's compute-sanitizer and set CUDA_HOME or PATH",
 }
 
 

@@ -9,10 +9,18 @@ from typing import Any
 HELP = "check a candidate kernel against a KernelBench problem: correct, honest, timed"
 
 
-def _lazy_tools(text: str) -> tuple[str, ...]:  # the parser stays light: sanitize is imported when used
+def _sanitize_tools(text: str) -> tuple[str, ...]:  # the parser stays light: sanitize is imported when used
     from kernelwright.verify.sanitize import tools_argument
 
     return tools_argument(text)
+
+
+def add_sanitize_argument(p: argparse.ArgumentParser, what: str) -> None:
+    """``--sanitize [TOOLS]`` (verify's and bench's): compute-sanitizer over ``what`` once its trials pass."""
+    p.add_argument("--sanitize", nargs="?", const="all", default=None, type=_sanitize_tools, metavar="TOOLS",
+                   help=f"once the trials pass, run compute-sanitizer over {what} at reduced sizes: "
+                        "memcheck,racecheck,initcheck,synccheck (default all; 'none' turns off the default, which is "
+                        "all four for a CUDA C++ candidate on a GPU); each report rejects the candidate")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,10 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", default=None, metavar="FILE",
                    help="append a JSON line to FILE as each step of the protocol starts and ends (where a verify "
                         "that something killed was)")
-    p.add_argument("--sanitize", nargs="?", const="all", default=None, type=_lazy_tools, metavar="TOOLS",
-                   help="once the trials pass, run compute-sanitizer over the candidate's forward at reduced sizes: "
-                        "memcheck,racecheck,initcheck,synccheck (default all; 'none' turns off the default, which is all four "
-                        "for a CUDA C++ candidate on a GPU); each report rejects the candidate")
+    add_sanitize_argument(p, "the candidate's forward")
     p.add_argument("--explain", action=_Explain, metavar="CODE",
                    help="print what a finding code means (its class, severity and what to do) and exit")
 

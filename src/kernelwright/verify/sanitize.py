@@ -18,7 +18,6 @@ hide an overrun inside a larger block). Its report is parsed into findings: ``ou
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -122,11 +121,8 @@ def parse(tool: str, text: str) -> list[SanitizerFinding]:
 
 def _kernel_name(where: str) -> str:
     """``void add<float>(float*, int)+0x70`` -> ``add<float>``; ``0x70`` (no symbol) -> ``""``."""
-    where = where.split("+0x")[0].strip()
-    if where.startswith("0x"):
-        return ""
-    name = where.split("(")[0].split()[-1] if where.split("(")[0].split() else where
-    return name
+    words = where.split("+0x")[0].split("(")[0].split()
+    return "" if not words or words[-1].startswith("0x") else words[-1]
 
 
 def summary_count(text: str) -> int | None:
@@ -136,14 +132,11 @@ def summary_count(text: str) -> int | None:
 
 
 def find_tool() -> str | None:
-    """compute-sanitizer on PATH, else in the CUDA toolkit (CUDA_HOME, /usr/local/cuda)."""
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and (Path(home) / "bin" / "compute-sanitizer").is_file():
-            return str(Path(home) / "bin" / "compute-sanitizer")
-    return None
+    """compute-sanitizer where inspect/tools finds NVIDIA's other tools (wheels, CUDA_HOME, /usr/local/cuda, PATH)."""
+    from kernelwright.inspect.tools import all_tools
+
+    found = all_tools("compute-sanitizer")
+    return str(found[0].path) if found else None
 
 
 def parse_tools(text: str) -> tuple[str, ...]:
