@@ -3,6 +3,7 @@ the sm_90a instruction evidence the verifier collects by cross-compiling."""
 
 from __future__ import annotations
 
+import importlib.util
 import textwrap
 from pathlib import Path
 
@@ -171,7 +172,9 @@ def test_fp32_leads_with_k_major_3xtf32_on_hgmma(check, tmp_path: Path, case: st
     assert _families(the_plan) == ["gemm"] and the_plan.fully_covered
     assert verdict.status is Status.PASSED, verdict.message
     source = (tmp_path / f"tf32x3_{case}_candidate.py").read_text()
-    assert 'input_precision="tf32x3"' in source and ".mT.contiguous()).mT" in source
+    assert 'input_precision="tf32x3"' in source
+    # K = 37 padded to 48 for the pointer form; the TMA form's descriptors zero-fill K, so it pads nothing.
+    assert f"_k_major(mat_a, mat_b, pad={case != 'linear'})" in source
     opcodes = _opcodes(verdict)
     assert any(op.startswith("HGMMA") and "TF32" in op for op in opcodes), opcodes
     assert (case == "linear") == any(op.startswith("UTMALDG") for op in opcodes), opcodes
@@ -375,19 +378,36 @@ def test_space_policy_and_shared_memory_pruning(tmp_path: Path) -> None:
     assert family.space(thin.graph, thin.groups[0], "sm_90a")[0]["BLOCK_N"] == 128
 
     strict = family.space(fp32.graph, g_fp32, "sm_90a")
-    # fp32 without --allow-tf32: 3xTF32 first (fp32-accurate, on tensor cores), operands K-major, B's tile N x K;
-    # its TMA form second on Hopper; then the FMA tiles. Never plain TF32.
+    # fp32 without --allow-tf32: 3xTF32 first (fp32-accurate, on tensor cores), operands K-major; on Hopper its TMA
+    # form leads where M, N and K are multiples of 16 (4096^3 here), the pointer form (B's tile N x K) next; then
+    # the FMA tiles. Never plain TF32.
     assert [(c["precision"], c.get("variant", "pointer")) for c in strict[:3]] == [
-        ("tf32x3", "pointer"), ("tf32x3", "tma"), ("tf32x3", "pointer")]
-    assert all(c["kmajor"] for c in strict[:3]) and strict[0]["b_tile"] == "nk"
+        ("tf32x3", "tma"), ("tf32x3", "pointer"), ("tf32x3", "pointer")]
+    assert all(c["kmajor"] for c in strict[:3]) and strict[1]["b_tile"] == "nk"
     assert strict[3]["precision"] == "ieee" and not any(c["precision"] == "tf32" for c in strict)
     assert max(c["BLOCK_K"] for c in strict) <= 32  # SIMT FMA tiles: smaller than the tensor-core ones
     ampere = family.space(fp32.graph, g_fp32, "sm_80")  # TF32 tensor cores, no TMA
     assert ampere[0]["precision"] == "tf32x3" and not any(c.get("variant") == "tma" for c in ampere)
     volta = family.space(fp32.graph, g_fp32, "sm_70")  # no TF32: the FMA tiles only
     assert {c["precision"] for c in volta} == {"ieee"}
-    source = family.render(fp32.graph, g_fp32, strict[0], "kw_gemm_0").source
-    assert 'input_precision="tf32x3"' in source and ".mT.contiguous()).mT" in source
+    source = family.render(fp32.graph, g_fp32, strict[1], "kw_gemm_0").source
+    assert 'input_precision="tf32x3"' in source and "mat_a, mat_b, K = kw_gemm_0_k_major(mat_a, mat_b, pad=True)" in source
+    odd_file = tmp_path / "odd_fp32.py"
+    odd_file.write_text("import torch\nimport torch.nn as nn\n" + textwrap.dedent("""
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return a @ b
+
+        def get_inputs():
+            return [torch.randn(256, 293), torch.randn(293, 512)]
+
+        def get_init_inputs():
+            return []
+    """))
+    odd = plan(capture(odd_file), [family])
+    (g_odd,) = odd.groups
+    first = family.space(odd.graph, g_odd, "sm_90a")[:2]  # K = 293: the pointer form, K padded, before TMA
+    assert [c.get("variant", "pointer") for c in first] == ["pointer", "tma"]
     tf32 = family.space(fp32.graph, g_fp32, "sm_90a", Policy(allow_tf32=True))
     assert tf32[0]["precision"] == "tf32" and any(c["precision"] == "ieee" for c in tf32)
     source = family.render(fp32.graph, g_fp32, tf32[0], "kw_gemm_0").source
@@ -442,3 +462,45 @@ def test_index_values_from_a_run_time_start_stay_in_pytorch(tmp_path: Path) -> N
     (group,) = [g for g in the_plan.groups if g.family == "gemm"]
     assert not group.detail["gemm"].indices
     assert "arange" not in _ops(the_plan)
+
+
+def test_k_major_operands_padded_to_sixteen_element_k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 3xTF32 launcher's operands (issue 29: 8_Matmul_with_irregular_shapes_'s K = 2949 ran at 18.6 TFLOP/s
+    against 69 at 4096^3, run 58): a K that is not a multiple of 16 is zero-padded to one, each operand K-major in
+    a fresh tensor (the inputs untouched), so the kernel's K mask and row strides are in 16-element runs; a K that
+    is one already is read in place where its layout allows."""
+    family = GemmFamily()
+    fp32 = plan(capture(PROBLEMS / "matmul_fp32.py"), [family])
+    (group,) = fp32.groups
+    config = family.space(fp32.graph, group, "sm_90a")[0]
+    header = "import torch\nimport triton\nimport triton.language as tl\n"
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the copy is a Triton kernel: the interpreter runs it here
+    (tmp_path / "kmajor_candidate.py").write_text(header + family.render(fp32.graph, group, config, "kw").source)
+    spec = importlib.util.spec_from_file_location("kmajor_candidate", tmp_path / "kmajor_candidate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    k_major = module.kw_k_major
+    a, b = torch.randn(9, 37), torch.randn(37, 5)
+    a0, b0 = a.clone(), b.clone()
+    pa, pb, k = k_major(a, b, pad=True)
+    assert k == 48 and pa.shape == (9, 48) and pb.shape == (48, 5)
+    assert pa.stride() == (48, 1) and pb.stride() == (1, 48)  # both K-major, rows of 16-element multiples
+    assert torch.equal(pa[:, :37], a) and torch.equal(pb[:37], b) and not pa[:, 37:].any() and not pb[37:].any()
+    assert torch.allclose(pa @ pb, a @ b, atol=1e-5) and torch.equal(a, a0) and torch.equal(b, b0)
+    assert pa.data_ptr() != a.data_ptr() and pb.data_ptr() != b.data_ptr()
+    a, w = torch.randn(9, 32), torch.randn(5, 32)  # K = 32, B K-major already (a linear weight read as w.t())
+    pa, pb, k = k_major(a, w.t(), pad=True)
+    assert k == 32 and pa.data_ptr() == a.data_ptr() and pb.data_ptr() == w.data_ptr()
+    a_m, b_n = a.t().contiguous().t(), torch.randn(32, 5)  # M-major A, row-major B: each copied once
+    pa, pb, k = k_major(a_m, b_n, pad=True)
+    assert k == 32 and pa.stride() == (32, 1) and pb.stride() == (1, 32)
+    assert torch.equal(pa, a_m) and torch.equal(pb, b_n)
+    a3, b3 = torch.randn(2, 70, 20), torch.randn(2, 20, 67)  # batched, over one copy tile: K padded to 32
+    pa, pb, k = k_major(a3, b3, pad=True)
+    assert k == 32 and pa.shape == (2, 70, 32) and pb.shape == (2, 32, 67) and pb.stride() == (67 * 32, 1, 32)
+    assert torch.equal(pa[..., :20], a3) and torch.equal(pb[:, :20], b3) and not pb[:, 20:].any()
+    # The TMA form (descriptors zero-fill K): no padding of K, only copies where the layout needs one, with
+    # 16-element rows so that the descriptors can take them.
+    pa, pb, k = k_major(a3, b3, pad=False)
+    assert k == 20 and pa.data_ptr() != a3.data_ptr() and pa.stride() == (70 * 32, 32, 1)
+    assert pb.shape == (2, 20, 67) and pb.stride() == (67 * 32, 1, 32) and torch.equal(pb, b3)

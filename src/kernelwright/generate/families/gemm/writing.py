@@ -55,17 +55,59 @@ def _mode(graph: ProblemGraph, value: str, level: Sequence[int],
 
 _ALIGNED = '''\
 def {ident}_aligned(t):
-    """``t`` where its layout allows 16-byte loads along its contiguous dimension, else a copy with rows
-    padded to 16 bytes (the padding is never read: the kernel masks M, N and K). Alignment is judged from the
-    storage offset (allocations start 16-byte aligned), not ``data_ptr()``, so that torch.compile can trace this
-    with fake tensors."""
-    step = 16 // t.element_size()
+    """``t`` where Triton can tell its rows start 16-byte aligned, else a copy with rows padded to a multiple of
+    16 elements (the padding is never read: the kernel masks M, N and K). Triton specializes an integer argument
+    only on divisibility by 16, so a row stride of 4 floats (16 bytes, but not known to be) still compiles to 4-byte
+    loads. Alignment is judged from the storage offset (allocations start 16-byte aligned), not ``data_ptr()``, so
+    that torch.compile can trace this with fake tensors."""
+    step = max(16, 16 // t.element_size())
     strides = [s for s, n in zip(t.stride(), t.shape) if n > 1]
     unit = [s for s in strides if s == 1]
     if t.storage_offset() % step == 0 and len(unit) <= 1 and all(s == 1 or s % step == 0 for s in strides):
         return t
     rows = torch.empty((*t.shape[:-1], -(-t.shape[-1] // step) * step), dtype=t.dtype, device=t.device)
     return rows[..., : t.shape[-1]].copy_(t)'''
+
+# 3xTF32's operands, K-major (gemm/family.py has why), with a K the kernel's mask keeps in runs of 16 elements.
+_K_MAJOR = '''\
+@triton.jit
+def {ident}_k_major_copy(src, dst, R, K, ROW, s_b, s_r, s_k, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    # dst[b, r, k] = src[b, r, k] for k < K, 0 up to ROW: a tiled transposing copy (Triton stages the tile
+    # through shared memory between the read's and the write's contiguous axes).
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    k = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    bid = tl.program_id(2).to(tl.int64)
+    rows = r[:, None].to(tl.int64)
+    x = tl.load(src + bid * s_b + rows * s_r + k[None, :] * s_k, mask=(r[:, None] < R) & (k[None, :] < K), other=0.0)
+    tl.store(dst + bid * R * ROW + rows * ROW + k[None, :], x, mask=(r[:, None] < R) & (k[None, :] < ROW))
+
+
+def {ident}_k_major(a, b, pad):
+    """A (..., M, K) and B (..., K, N) as the 3xTF32 kernel reads them, and the K to give it: each operand with K
+    contiguous and its rows 16-element aligned. An operand laid out otherwise is copied once by the tiled kernel
+    above, in this forward's time (PyTorch's own transposing copy of a 524288 x 256 B took 3.42 ms, a plain copy
+    of it 0.26; H200, 2026-12-04). With ``pad`` (the pointer kernel), K is also made a multiple of 16, its rows
+    zero-padded (zeros add nothing to a dot): a K that is not (8_Matmul_with_irregular_shapes_: 2949) leaves the
+    kernel's K mask in runs of one element and every load 4 bytes wide (15.42 -> 4.37 ms padded)."""
+    k = a.shape[-1]
+    k16 = -(-k // 16) * 16
+    k_out = k16 if pad else k
+
+    def ready(t):  # t is (rows, K) or (batch, rows, K); a copy is always a new tensor, never the input
+        if k_out == k and t.stride(-1) == 1:
+            return {ident}_aligned(t)
+        lead, rows = (t.shape[0] if t.dim() == 3 else 1), t.shape[-2]
+        out = torch.empty((*t.shape[:-1], k16), dtype=t.dtype, device=t.device)
+        if lead > 65535:  # past grid axis 2: PyTorch's copy
+            out[..., k:].zero_()
+            out[..., :k].copy_(t)
+            return out[..., :k_out]
+        grid = (triton.cdiv(rows, 64), triton.cdiv(k_out, 64), lead)
+        {ident}_k_major_copy[grid](t, out, rows, k, k16, t.stride(0) if t.dim() == 3 else 0, t.stride(-2),
+                                   t.stride(-1), BLOCK_R=64, BLOCK_K=64, num_warps=4)
+        return out[..., :k_out]
+
+    return ready(a), ready(b.mT).mT, k_out'''
 
 
 class _Writer:
@@ -139,6 +181,8 @@ class _Writer:
         else:
             lines += [f"    {line}" for line in (*self.main_loop(), *self.epilogue())]
         lines += ["", "", *_ALIGNED.format(ident=self.ident).splitlines(), "", ""]
+        if cfg.get("kmajor"):
+            lines += [*_K_MAJOR.format(ident=self.ident).splitlines(), "", ""]
         if tma:
             lines += [*TMA_READY_SOURCE.format(ident=self.ident).splitlines(), "", "",
                       *SM_COUNT_SOURCE.format(ident=self.ident).splitlines(), "", ""]
@@ -422,12 +466,12 @@ class _Writer:
         if cfg.get("kmajor"):
             # 3xTF32 on wgmma reads both tiles K-major (TF32 operands have no transposed form): an operand laid out
             # otherwise is copied K-major once, in this forward's time (gemm/family.py has the figures).
-            lines += [f"    {a} = {a} if {a}.stride(-1) == 1 else {a}.contiguous()",
-                      f"    {b} = {self.ident}_aligned({b}.mT if {b}.stride(-2) == 1 else {b}.mT.contiguous()).mT"]
+            # Descriptors fill a tile's out-of-bounds K with zeros: the TMA kernel has no K mask to keep in runs.
+            lines.append(f"    {a}, {b}, {k} = {self.ident}_k_major({a}, {b}, pad={not tma})")
         if tma:  # descriptors need 16-byte rows: a layout that has none is copied, whatever the size
             lines += [f"    {a}, a_t = {self.ident}_tma_ready({a}, True)",
                       f"    {b}, b_t = {self.ident}_tma_ready({b}, True)"]
-        else:
+        elif not cfg.get("kmajor"):
             lines.append(f"    if {macs} >= {_PAD_MIN_MACS}:  # big enough that copying an unaligned operand pays")
             if cfg.get("b_copy"):
                 # B copied N-major where it is not (nn.Linear's weight, read as w.t()): the FMA dot reads a
