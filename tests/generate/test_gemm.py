@@ -504,3 +504,25 @@ def test_k_major_operands_padded_to_sixteen_element_k(tmp_path: Path, monkeypatc
     pa, pb, k = k_major(a3, b3, pad=False)
     assert k == 20 and pa.data_ptr() != a3.data_ptr() and pa.stride() == (70 * 32, 32, 1)
     assert pb.shape == (2, 20, 67) and pb.stride() == (67 * 32, 1, 32) and torch.equal(pb, b3)
+
+
+def test_split_k_order_for_large_k(tmp_path: Path) -> None:
+    """6_Matmul_with_large_K's shape (256 x 256 from K = 524288, fp32): the 128 x 128 tile in 32 shares first (about
+    one program an SM: 1.236 ms on the H200 against 1.539 for the 64 x 64 tile in 16, 2026-12-04), then 64 x 64."""
+    problem = tmp_path / "large_k.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n" + textwrap.dedent("""
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return a @ b
+
+        def get_inputs():
+            return [torch.randn(256, 524288, device="meta"), torch.randn(524288, 256, device="meta")]
+
+        def get_init_inputs():
+            return []
+    """))
+    family = GemmFamily()
+    the_plan = plan(capture(problem), [family])
+    space = family.space(the_plan.graph, the_plan.groups[0], "sm_90a")
+    assert [(c["BLOCK_M"], c["BLOCK_N"], c.get("split_k")) for c in space[:2]] == [(128, 128, 32), (64, 64, 16)]
+    assert all(c["precision"] == "tf32x3" and c.get("variant", "pointer") == "pointer" for c in space[:2])

@@ -121,9 +121,11 @@ def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[dict[st
 
 # Split K where the output has too few tiles for the SMs but K is long (KernelBench level 1's 6_Matmul_with_large_K:
 # 256 x 256 from K = 524,288 is 4 tiles of 128 x 128 for 132 SMs): shares of K reduced by separate programs into
-# an fp32 workspace, then a kernel summing them in a fixed order with the epilogue. Offered first there, a
-# 64 x 64 tile (4 warps) of the first pointer configuration, then that configuration itself, each with enough shares
-# for about two programs an SM. A lead, not yet timed on the H200.
+# an fp32 workspace, then a kernel summing them in a fixed order with the epilogue. Offered first there: the first
+# pointer configuration's tile with about one program an SM, then a 64 x 64 tile (4 warps) with about two (the
+# other way round where the output is smaller than the big tile).
+# Measured on 6_ (3xTF32, family sweep, H200, 2026-12-04; eager 1.307 ms): 128 x 128 in 16 / 32 / 64 shares
+# 2.139 / 1.236 / 1.285 ms, 64 x 64 in 16 / 32 / 64 1.539 / 1.696 / 1.439.
 _SPLIT_MIN_K_STEPS = 64  # K steps a tile would walk alone before splitting pays for the workspace pass
 
 
@@ -138,12 +140,16 @@ def _split_k_first(configs: list[dict[str, object]], plan: GemmPlan, arch: str) 
     if -(-m // 64) * -(-n // 64) >= sms:  # 64 x 64 tiles already fill the SMs: the space's own small tiles will
         return configs
     split: list[dict[str, object]] = []
-    for tile in ({**pointer, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}, pointer):  # 64 x 64: one warpgroup
+    small = {**pointer, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}  # 64 x 64: one warpgroup
+    order = [(pointer, 1), (small, 2)]
+    if m < int(pointer["BLOCK_M"]) or n < int(pointer["BLOCK_N"]):  # the big tile would be mostly masked
+        order.reverse()
+    for tile, per_sm in order:
         tiles = -(-m // int(tile["BLOCK_M"])) * -(-n // int(tile["BLOCK_N"]))
         steps = -(-k // int(tile["BLOCK_K"]))
         if tiles >= sms or steps < _SPLIT_MIN_K_STEPS:
             continue
-        shares = 1 << max(1, (2 * sms // tiles).bit_length() - 1)  # a power of two, at least 2
+        shares = 1 << max(1, (per_sm * sms // tiles).bit_length() - 1)  # a power of two, at least 2
         shares = min(shares, steps // 16, 256)  # each share at least 16 K steps
         if shares >= 2:
             split.append({**tile, "split_k": shares})
