@@ -229,6 +229,44 @@ def test_a_pool_found_broken_at_submit_still_names_its_casualty(tmp_path: Path,
     assert _ScriptedPool.pools[1].submitted == [2]  # the one not yet started ran in the fresh pool, once
 
 
+def test_a_bench_cut_by_ctrl_c_keeps_the_lock_holds_of_its_finished_problems(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run 58 (H200, 2026-12-04) was cut by gpu_bench.sh's limit and its results.json had no gpu_lock_holds at all:
+    the summary was only returned by an executor that ended normally. Each task's holds are kept as it finishes."""
+    from kernelwright.bench import executor, runner
+
+    class Pool(_ScriptedPool):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            self.first = False
+
+        def submit(self, fn: object, run_task: object, task: object, record_dir: str, token: int) -> Future:
+            future: Future = Future()
+            held = {"candidate exclusive": {"holds": 1 + token, "total_s": 2.0, "max_s": 2.0}}
+            future.set_result(({"name": task.problem.name, "status": "passed"}, {}, held))  # type: ignore[attr-defined]
+            return future
+
+    _ScriptedPool.pools = []
+    monkeypatch.setattr(executor, "ProcessPoolExecutor", Pool)
+    settings = runner.BenchSettings(out_dir=tmp_path, device="cpu", jobs=2, solutions=True)
+    finished: dict[str, dict] = {}
+    side = _side(finished)
+
+    def finish(task: object, row: dict, baselines: dict) -> None:
+        finished[row["name"]] = row
+        if len(finished) == 1:
+            raise KeyboardInterrupt  # Ctrl-C (or the call's limit) lands while the parent files the first row
+
+    side.finish = finish  # type: ignore[attr-defined]
+    with pytest.raises(KeyboardInterrupt):
+        executor.run_local(_tasks(tmp_path, settings, ("a", "b", "c")), settings, side)
+    assert len(side.holds) == len(finished) >= 1  # type: ignore[attr-defined]
+    from kernelwright.hardware import gpu_lock
+
+    merged = gpu_lock.merge_summaries(*side.holds)  # type: ignore[attr-defined]
+    assert merged["candidate exclusive"]["total_s"] == 2.0 * len(finished)
+
+
 def test_a_multi_gpu_bench_gives_each_gpu_its_workers_and_lock(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """--jobs 3 over GPUs 0 and 2: two lanes (two workers on GPU 0, one on GPU 2), each pool's workers told their

@@ -46,6 +46,8 @@ class Side:
     finish: Finish
     progress: Any  # BenchProgress: .running, .show()
     deadline: float | None = None
+    # Each finished task's long holds of the GPU lock, kept here as they come (an interrupted run keeps them too).
+    holds: list[Holds] = field(default_factory=list)
 
     def crashed(self, task: Any, message: str) -> None:
         mode = "solutions" if task.settings.solutions else "optimize"
@@ -209,7 +211,7 @@ def run_local(pending: Sequence[Any], settings: Any, side: Side) -> Holds:
     lock_dir = tempfile.mkdtemp(prefix="kernelwright-bench-")
     queue: list[tuple[int, Any]] = list(enumerate(pending))
     rerun: set[int] = set()  # tasks already run again after a pool broke under them
-    holds: list[Holds] = []
+    holds = side.holds
     all_lanes = lanes(settings, lock_dir)
     for lane in all_lanes:
         lane.start()
@@ -405,7 +407,7 @@ def run_ray(pending: Sequence[Any], settings: Any, side: Side) -> Holds:
     bench_id = uuid.uuid4().hex[:12]
     queue = list(pending)
     running: dict[Any, Any] = {}
-    holds: list[Holds] = []
+    holds = side.holds
     try:
         while queue or running:
             while queue and len(running) < jobs and side.open():
@@ -449,7 +451,8 @@ def run_ray(pending: Sequence[Any], settings: Any, side: Side) -> Holds:
 
 
 def run(pending: Sequence[Any], settings: Any, side: Side) -> Holds:
-    """The problems side by side with the bench's executor; returns the GPU locks' long holds, summed."""
+    """The problems side by side with the bench's executor; returns the GPU locks' long holds, summed (also in
+    ``side.holds`` as each task finishes, for a run cut by Ctrl-C)."""
     if settings.executor == "ray":
         return run_ray(pending, settings, side)
     return run_local(pending, settings, side)

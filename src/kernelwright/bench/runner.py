@@ -487,6 +487,7 @@ def _run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, progre
             if on_row is not None:
                 on_row(row)
 
+        side: executor.Side | None = None
         try:
             if settings.jobs == 1 and settings.executor == "local":
                 for task in pending:
@@ -507,11 +508,15 @@ def _run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, progre
                         # `--budget 140m` stopped at its first timeout with 103 minutes left, 2026-12-02).
                         break
             else:
-                lock_holds.update(executor.run(pending, settings, executor.Side(
-                    run_task=run_task, clamp=functools.partial(_within_total, deadline=deadline), finish=finish,
-                    progress=progress, deadline=deadline)))
+                side = executor.Side(run_task=run_task, clamp=functools.partial(_within_total, deadline=deadline),
+                                     finish=finish, progress=progress, deadline=deadline)
+                executor.run(pending, settings, side)
         except KeyboardInterrupt:
             interrupted = True
+        if side is not None:  # an interrupted run's finished tasks keep their holds (run 58 lost them all)
+            from kernelwright.hardware import gpu_lock
+
+            lock_holds = gpu_lock.merge_summaries(*side.holds)
     for problem in problems:
         if problem.name not in results:
             results[problem.name] = rows.failure_row(
