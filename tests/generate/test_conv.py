@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from kernelwright.generate.families.base import Policy
 from kernelwright.generate.families.conv import ConvFamily
 from kernelwright.generate.graph import capture
 from kernelwright.generate.plan import plan as make_plan
@@ -71,7 +72,16 @@ def test_space_library_first_then_implicit_gemm(tmp_path) -> None:
     gemm = [c for c in space[1:] if c["variant"] == "implicit_gemm"]
     assert [c["variant"] for c in space[-2:]] == ["library_nhwc"] * 2  # fp32: the channels-last library, last
     assert len(gemm) == len(space) - 3 >= 2
-    assert all(c["precision"] == "ieee" for c in gemm)  # an fp32 problem: no TF32 unless the policy allows it
+    # An fp32 problem gets fp32-accurate math: 3xTF32 on the tensor cores first (the filter K-major), then the FMA
+    # tiles; never plain TF32 unless the policy allows it — nor 3xTF32 where the arch has no TF32 MMA.
+    assert [c["precision"] for c in gemm] == ["tf32x3"] * 3 + ["ieee"] * (len(gemm) - 3)
+    assert all(bool(c.get("w_kmajor")) == (c["precision"] == "tf32x3") for c in gemm)
+    assert gemm[0]["layout"] == "nchw"  # 3 input channels: too few for a channels-last K block
+    volta = [c for c in ConvFamily().space(graph, group, "sm_70") if c["variant"] == "implicit_gemm"]
+    assert volta and {c["precision"] for c in volta} == {"ieee"}
+    tf32 = [c for c in ConvFamily().space(graph, group, "sm_90a", Policy(allow_tf32=True))
+            if c["variant"] == "implicit_gemm"]
+    assert {c["precision"] for c in tf32} == {"tf32"}
 
 
 @pytest.mark.parametrize(("stride", "config_index", "second_shape"), [(1, 0, True), (2, 99, True)])
@@ -572,3 +582,37 @@ def test_tma_variant_only_where_it_applies(tmp_path) -> None:
     assert "tma" not in space(stride_one, "sm_80") and "tma" not in space(stride_one, "sm_89")  # no TMA unit
     assert "tma" not in space(CONV_BN_RELU_BF16)  # stride 2: a tap's pixels are not one box
     assert "tma" not in space(CONV_BIAS_RELU.format(stride=1))  # fp32: the FMA dot (see the GEMM family)
+
+
+BARE_CONV_WIDE = """
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(16, 24, kernel_size=3, padding=1, groups={groups}, bias=False)
+
+        def forward(self, x):
+            return self.conv(x)
+
+    def get_inputs():
+        return [torch.randn(2, 16, 9, 7)]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_fp32_conv_leads_with_3xtf32_on_hgmma(check, tmp_path, groups: int) -> None:
+    """fp32 without --allow-tf32 (issue 29 item 2): the implicit GEMM's first configuration is 3xTF32 on TF32
+    warpgroup MMAs, the filter laid out [taps, C_out, C_in] so that B is K-major, the input channels-last where a
+    group has 16 channels (ungrouped here; 8 a group when grouped: NCHW first). The interpreter checks the values
+    (it computes the dot in exact fp32); the sm_90a cross-compile shows the MMAs and the split-precision note."""
+    plan, verdict = check(f"conv_tf32x3_g{groups}", BARE_CONV_WIDE.format(groups=groups), distribution_trials=False)
+    assert verdict.status is Status.PASSED, verdict.message
+    source = (tmp_path / f"conv_tf32x3_g{groups}_candidate.py").read_text()
+    assert 'input_precision="tf32x3"' in source and "c_out, c_in]: B K-major" in source
+    assert ("channels_last" in source) == (groups == 1)
+    opcodes = {op for k in verdict.instructions if k.arch == "sm_90a" for op in k.histogram_by_opcode}
+    assert any(op.startswith("HGMMA") and "TF32" in op for op in opcodes), opcodes
+    notes = [f for f in verdict.findings if f.code == "tf32-in-fp32"]
+    assert notes and all(f.severity == "note" for f in notes)  # split precision, not a TF32 shortcut

@@ -11,6 +11,7 @@ from kernelwright.generate.families.base import (
     Group,
     Policy,
     Rendered,
+    has_feature,
     has_tma,
     make_group,
 )
@@ -87,15 +88,24 @@ class ConvFamily:
                         {"variant": "tma", "BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8,
                          "num_stages": 3, "precision": "half"}]
         if dtype == torch.float32:
-            precision = "tf32" if policy.allow_tf32 else "ieee"
             # fp32 IEEE dots run on the FMA units: modest tiles keep the accumulator and operands in registers.
-            # Leads, not yet timed on the H200.
-            tiles = [(64, 64, 16, 4, 2, "nchw"), (128, 64, 16, 8, 2, "nchw"), (64, 64, 32, 4, 2, "nhwc"),
-                     (32, 64, 16, 4, 2, "nchw")]
-            if precision == "tf32":
-                tiles = [(128, 128, 32, 8, 3, "nchw"), (128, 64, 32, 4, 3, "nhwc"), (64, 64, 32, 4, 3, "nchw")]
+            tiles = [(64, 64, 16, 4, 2, "nchw", "ieee"), (128, 64, 16, 8, 2, "nchw", "ieee"),
+                     (64, 64, 32, 4, 2, "nhwc", "ieee"), (32, 64, 16, 4, 2, "nchw", "ieee")]
+            if policy.allow_tf32:
+                tiles = [(128, 128, 32, 8, 3, "nchw", "tf32"), (128, 64, 32, 4, 3, "nhwc", "tf32"),
+                         (64, 64, 32, 4, 3, "nchw", "tf32")]
+            elif has_feature(arch, "tf32") and not group_roles.transposed:
+                # 3xTF32 (hi*hi + hi*lo + lo*hi on TF32 tensor cores) is fp32-accurate by construction: the fp32
+                # GEMMs' way past cuBLAS (KernelBench level 1's fp32 matmuls at 1.46-1.63x eager against the FMA
+                # tiles' 0.73-0.87x, runs 57 and 61, H200, 2026-12-04). Its wgmma reads TF32 operands K-major only:
+                # the filter is laid out [taps, C_out, C_in] (C_in, the K run, contiguous) and the input
+                # channels-last where it has channels enough to fill a K block. Before the FMA tiles; a lead, not
+                # yet timed on the H200 for convolutions.
+                wide = weight[1] >= 16
+                first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
+                tiles = [(128, 128, 32, 8, 3, first, "tf32x3"), (128, 64, 32, 4, 3, first, "tf32x3"),
+                         (64, 64, 32, 4, 3, second, "tf32x3"), *tiles]
         else:
-            precision = "half"
             # Tensor cores (HGMMA on sm_90): M a multiple of 64 per warpgroup; K 32-64 per stage. Leads until
             # timed. "nhwc" (channels-last, at any rank) copies the input to channels-last first (one extra read and
             # write of it) so that the patch loads run along channels: 128-bit loads instead of the 16-bit gathers
@@ -104,15 +114,17 @@ class ConvFamily:
             # a transposed one's weight is [C_in, C_out / groups, *taps]
             wide = (weight[0] // group_roles.groups if group_roles.transposed else weight[1]) >= 16
             first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
-            tiles = [(128, 128, 64, 8, 3, first), (128, 128, 64, 8, 3, second), (128, 64, 64, 4, 3, first),
-                     (128, 128, 32, 8, 4, first), (64, 64, 32, 4, 3, first)]
+            tiles = [(128, 128, 64, 8, 3, first, "half"), (128, 128, 64, 8, 3, second, "half"),
+                     (128, 64, 64, 4, 3, first, "half"), (128, 128, 32, 8, 4, first, "half"),
+                     (64, 64, 32, 4, 3, first, "half")]
         spec = arch_spec(arch)
         limit = spec.shared_memory_per_block_optin_bytes - spec.reserved_shared_per_block_bytes
-        for bm, bn, bk, warps, stages, layout in tiles:
+        for bm, bn, bk, warps, stages, layout, precision in tiles:
             if (bm * bk + bk * bn) * dtype.itemsize * stages > limit:
                 continue
             configs.append({"variant": "implicit_gemm", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-                            "num_warps": warps, "num_stages": stages, "layout": layout, "precision": precision})
+                            "num_warps": warps, "num_stages": stages, "layout": layout, "precision": precision,
+                            **({"w_kmajor": True} if precision == "tf32x3" else {})})
         return configs + nhwc
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:

@@ -1,5 +1,5 @@
-"""The names a convolution's kernels and launchers give its spatial dimensions, for rank 1, 2 or 3, and the index
-arithmetic written over them. A 2-D convolution's names are those of the first (2-D only) templates — ``h``/``w``,
+"""The names a convolution's kernels and launchers give its spatial dimensions, for rank 1, 2 or 3, the index
+arithmetic written over them, and the (pixels x channels) tiles and channels-last copy the variants share. A 2-D convolution's names are those of the first (2-D only) templates — ``h``/``w``,
 ``oh``/``ow``, ``orow``/``ocol``, ``kh``/``kw`` — so its source is unchanged; a 1-D convolution (NCL) is named as a
 single row (``w``), a 3-D one (NCDHW) adds a depth ``d`` in front."""
 
@@ -104,3 +104,49 @@ def gemm_k_loop(sp: Spatial, x: str, weight: str, *, grouped: bool, dot: str, co
     ]
     return lines
 
+
+def pixel_channel_tile() -> list[str]:
+    """A program's BLOCK_P pixels x BLOCK_C channels of one image (``n_pix`` pixels, ``n_channels`` channels) on a
+    1-D grid, pixel blocks fastest, then channel blocks, then images (a grid axis 1 of pixel blocks would stop at
+    65,535 of them: a 2048 x 2048 output in 64-pixel tiles)."""
+    return [
+        "pid = tl.program_id(0)",
+        "n_blocks_p = tl.cdiv(n_pix, BLOCK_P)",
+        "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
+        "image = pid // (n_blocks_p * n_blocks_c)",
+        "channel = (pid // n_blocks_p % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
+        "pixels = (pid % n_blocks_p) * BLOCK_P + tl.arange(0, BLOCK_P)",
+        "if IDX64:",
+        "    image = image.to(tl.int64)",
+        "    channel = channel.to(tl.int64)",
+    ]
+
+
+def channels_last_copy(name: str) -> list[str]:
+    """A kernel and its launcher: the channels-last copy of a contiguous (N, C, *spatial) tensor, tiles of
+    64 pixels x 64 channels of one image, loaded along the pixels and stored along the channels (Triton turns
+    the tile round through shared memory). Tile and warps are a lead, not yet swept."""
+    return [
+        "@triton.jit",
+        f"def {name}_kernel(in_x, out_x, n_channels, n_pix, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,",
+        "        IDX64: tl.constexpr):",
+        '    """The channels-last copy of a convolution\'s input: (image, channel, pixel) -> (image, pixel, '
+        'channel)."""',
+        *(f"    {line}" for line in pixel_channel_tile()),
+        "    mask = (pixels < n_pix)[:, None] & (channel < n_channels)[None, :]",
+        "    tile = tl.load(in_x + (image * n_channels + channel)[None, :] * n_pix + pixels[:, None], mask=mask)",
+        "    tl.store(out_x + (image * n_pix + pixels)[:, None] * n_channels + channel[None, :], tile, mask=mask)",
+        "",
+        "",
+        f"def {name}(x, layout):",
+        '    """x (contiguous) copied channels-last by the kernel above."""',
+        "    out = torch.empty_like(x, memory_format=layout)",
+        "    n_pix = math.prod(x.shape[2:])",
+        "    if out.numel():",
+        "        block_p = min(64, max(triton.next_power_of_2(n_pix), 16))",
+        "        block_c = min(64, triton.next_power_of_2(x.shape[1]))",
+        f"        {name}_kernel[(x.shape[0] * triton.cdiv(x.shape[1], block_c) * triton.cdiv(n_pix, block_p),)](",
+        "            x, out, x.shape[1], n_pix, BLOCK_P=block_p, BLOCK_C=block_c, IDX64=x.numel() >= 2**31, "
+        "num_warps=4)",
+        "    return out",
+    ]

@@ -13,7 +13,13 @@ from kernelwright.generate import expr
 from kernelwright.generate.families import base
 from kernelwright.generate.families.base import Config, Group, Rendered
 from kernelwright.generate.families.conv.matching import roles
-from kernelwright.generate.families.conv.spatial import Spatial, gemm_k_loop, unflatten
+from kernelwright.generate.families.conv.spatial import (
+    Spatial,
+    channels_last_copy,
+    gemm_k_loop,
+    pixel_channel_tile,
+    unflatten,
+)
 from kernelwright.generate.families.conv.transposed import (
     phase_sizes,
     transposed_main_loop,
@@ -21,23 +27,6 @@ from kernelwright.generate.families.conv.transposed import (
 )
 from kernelwright.generate.graph import ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
-
-
-def _pixel_channel_tile() -> list[str]:
-    """A program's BLOCK_P pixels x BLOCK_C channels of one image (``n_pix`` pixels, ``n_channels`` channels) on a
-    1-D grid, pixel blocks fastest, then channel blocks, then images (a grid axis 1 of pixel blocks would stop at
-    65,535 of them: a 2048 x 2048 output in 64-pixel tiles)."""
-    return [
-        "pid = tl.program_id(0)",
-        "n_blocks_p = tl.cdiv(n_pix, BLOCK_P)",
-        "n_blocks_c = tl.cdiv(n_channels, BLOCK_C)",
-        "image = pid // (n_blocks_p * n_blocks_c)",
-        "channel = (pid // n_blocks_p % n_blocks_c) * BLOCK_C + tl.arange(0, BLOCK_C)",
-        "pixels = (pid % n_blocks_p) * BLOCK_P + tl.arange(0, BLOCK_P)",
-        "if IDX64:",
-        "    image = image.to(tl.int64)",
-        "    channel = channel.to(tl.int64)",
-    ]
 
 
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
@@ -127,12 +116,12 @@ class _Renderer:
         return lines + self._stores(env, flat, mask)
 
     def _image_tile(self) -> list[str]:
-        """A program's tile of BLOCK_P output pixels x BLOCK_C output channels of one image (_pixel_channel_tile):
+        """A program's tile of BLOCK_P output pixels x BLOCK_C output channels of one image (pixel_channel_tile):
         its indices, masks and the pixels' coordinates."""
         sp = self.spatial
         return [
             f"n_pix = {' * '.join(sp.out_sizes)}",
-            *_pixel_channel_tile(),
+            *pixel_channel_tile(),
             "p_mask = pixels < n_pix",
             "c_mask = channel < n_channels",
             "mask = p_mask[:, None] & c_mask[None, :]  # pixels are rows, channels columns",
@@ -279,7 +268,7 @@ class _Renderer:
         # 0.178 ms candidate for a 32 MiB bf16 input (ncu, run 46, H200, 2026-12-03, conv2d_bn_relu_bf16), beside
         # cuDNN's 61.0 us NHWC convolution and our 20.0 us epilogue. The weight is small: torch copies it.
         copy = f"{ident}_channels_last"
-        src = [*self._channels_last_copy(copy), "", "", *src]
+        src = [*channels_last_copy(copy), "", "", *src]
         src.append(f"    x_nhwc = {r.x} if {r.x}.is_contiguous(memory_format={layout}) else {copy}({r.x}.contiguous(), "
                    f"{layout})")
         src.append("    conv_out = torch.ops.aten.convolution.default(x_nhwc, "
@@ -301,36 +290,6 @@ class _Renderer:
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return Rendered(source="\n".join(src), launcher=ident,
                         notes=("library convolution on channels-last tensors + own transposing epilogue",))
-
-    @staticmethod
-    def _channels_last_copy(name: str) -> list[str]:
-        """A kernel and its launcher: the channels-last copy of a contiguous (N, C, *spatial) tensor, tiles of
-        64 pixels x 64 channels of one image, loaded along the pixels and stored along the channels (Triton turns
-        the tile round through shared memory). Tile and warps are a lead, not yet swept."""
-        return [
-            "@triton.jit",
-            f"def {name}_kernel(in_x, out_x, n_channels, n_pix, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,",
-            "        IDX64: tl.constexpr):",
-            '    """The channels-last copy of a convolution\'s input: (image, channel, pixel) -> (image, pixel, '
-            'channel)."""',
-            *(f"    {line}" for line in _pixel_channel_tile()),
-            "    mask = (pixels < n_pix)[:, None] & (channel < n_channels)[None, :]",
-            "    tile = tl.load(in_x + (image * n_channels + channel)[None, :] * n_pix + pixels[:, None], mask=mask)",
-            "    tl.store(out_x + (image * n_pix + pixels)[:, None] * n_channels + channel[None, :], tile, mask=mask)",
-            "",
-            "",
-            f"def {name}(x, layout):",
-            '    """x (contiguous) copied channels-last by the kernel above."""',
-            "    out = torch.empty_like(x, memory_format=layout)",
-            "    n_pix = math.prod(x.shape[2:])",
-            "    if out.numel():",
-            "        block_p = min(64, max(triton.next_power_of_2(n_pix), 16))",
-            "        block_c = min(64, triton.next_power_of_2(x.shape[1]))",
-            f"        {name}_kernel[(x.shape[0] * triton.cdiv(x.shape[1], block_c) * triton.cdiv(n_pix, block_p),)](",
-            "            x, out, x.shape[1], n_pix, BLOCK_P=block_p, BLOCK_C=block_c, IDX64=x.numel() >= 2**31, "
-            "num_warps=4)",
-            "    return out",
-        ]
 
     # -- variant (c): a direct depthwise convolution ----------------------------------------------------------
     def direct(self) -> Rendered:
@@ -509,6 +468,10 @@ class _Renderer:
                            "channels")
         if r.transposed:
             src.append(transposed_weight_line(r, sp))
+        elif config.get("w_kmajor"):  # 3xTF32: wgmma reads TF32 operands K-major only (conv/family.py)
+            order = ", ".join(map(str, [*sp.dims(), 0, 1]))
+            src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_out, c_in]: "
+                       "B K-major")
         else:
             order = ", ".join(map(str, [*sp.dims(), 1, 0]))
             src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_in, c_out]: "
@@ -532,7 +495,8 @@ class _Renderer:
                        f"{math.prod(r.stride)})")
         channels = ["in_group", *sp.in_names, "out_channels", "groups"] if self.grouped else \
             ["in_channels", *sp.in_names, "out_channels"]
-        w_strides = [f"weight_t.stride({i})" for i in (sp.rank, sp.rank + 1, *range(sp.rank))]
+        c_in_dim, c_out_dim = (sp.rank + 1, sp.rank) if config.get("w_kmajor") else (sp.rank, sp.rank + 1)
+        w_strides = [f"weight_t.stride({i})" for i in (c_in_dim, c_out_dim, *range(sp.rank))]
         args = [("weight_t" if v == wt else v) for v in tensors] + [f"out_{o}" for o in self.group.outputs]
         args += ["batch", *channels, *sp.out_names, f"*{x}.stride()", ", ".join(w_strides)]
         args += [f"*{v}.stride()" for v in strided]
