@@ -81,3 +81,30 @@ def test_report_html_opens_in_chromium_with_every_plot_and_no_console_error(tmp_
         assert figure is not None, f"plot {key} missing"
         assert "<svg" in figure.group(1) and figure.group(1).count("<path") >= 3, f"plot {key} is empty"
     assert dom.count("<tr class=\"passed\">") == 3 and "sort_rows" in dom
+
+
+def test_eager_at_pytorch_defaults_is_shown_beside_ieee_eager(tmp_path: Path) -> None:
+    """An fp32 convolution's verify times eager twice (issue 29 item 5): at the problem's precision (the scores'
+    ratio) and as PyTorch's defaults run it (TF32 cuDNN); the row keeps both and report.md says which is which."""
+    from kernelwright.bench.report import markdown
+
+    doc = json.loads((RUNS / "argmax_lastdim" / "verdict.json").read_text())
+    eager = doc["timing"]["eager"]
+    doc["timing"]["eager_defaults"] = {**eager, "median_ms": eager["median_ms"] / 2}
+    verdict = Verdict.from_json(doc)
+    row = finite_json(rows.row_from_verdict(verdict, name="conv_fp32", path="conv_fp32.py", mode="optimize"))
+    assert row["ms"]["eager_defaults"] == pytest.approx(eager["median_ms"] / 2)
+    assert row["speedup"]["eager_defaults"] == pytest.approx(row["speedup"]["eager"] / 2)
+    written = write_outputs(BenchOutcome(rows=[row], machine=MACHINE,
+                                         settings=BenchSettings(out_dir=tmp_path, device="cuda")),
+                            tmp_path, formats=("json", "md"))
+    md = written["md"].read_text()
+    assert "| problem | kernelwright ms | eager ms (IEEE fp32) | eager ms (PyTorch's defaults) |" in md
+    assert f"{row['speedup']['eager_defaults']:.2f}x |" in md
+    plain = rows.row_from_verdict(Verdict.from_json(json.loads((RUNS / "argmax_lastdim" / "verdict.json").read_text())),
+                                  name="argmax", path="argmax.py", mode="optimize")
+    assert "eager_defaults" not in plain["ms"]  # no convolution: nothing timed twice, no second table
+    assert "PyTorch's defaults" not in markdown(json.loads(write_outputs(
+        BenchOutcome(rows=[finite_json(plain)], machine=MACHINE,
+                     settings=BenchSettings(out_dir=tmp_path / "p", device="cuda")),
+        tmp_path / "p", formats=("json",))["json"].read_text()))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.bench import scores
-from kernelwright.bench.rows import BASELINE_LABELS, BASELINES
+from kernelwright.bench.rows import BASELINE_LABELS, BASELINES, EAGER_DEFAULTS
 
 SCHEMA = "kernelwright-bench/1"
 NOT_TIMED = ("Nothing was timed: no GPU was used, so this report shows correctness and coverage only (every "
@@ -99,6 +99,15 @@ def markdown(doc: Mapping[str, Any]) -> str:
             f"{_f(r['percent_of_floor'], '.0f')} | {_f(r['sol_score'], '.2f')} | "
             f"{', '.join(r['tensor_core']) or '-'} | {r['uncovered'][:60].replace('|', '/') or '-'} | "
             f"{finding.replace('|', '/')} |")
+    defaults = [r for r in doc["problems"] if (r.get("ms") or {}).get(EAGER_DEFAULTS)]
+    if defaults:  # the eager a user runs, beside the one the ratios above use
+        lines += ["", "The ratios above compare with eager at the problem's precision (IEEE fp32). PyTorch's defaults "
+                  "let cuDNN convolutions use TF32; the eager a user runs, timed beside it:", "",
+                  "| problem | kernelwright ms | eager ms (IEEE fp32) | eager ms (PyTorch's defaults) | vs eager (IEEE) "
+                  "| vs eager (defaults) |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {_f(r['ms']['candidate'], '.4f')} | {_f(r['ms']['eager'], '.4f')} | "
+                  f"{_f(r['ms'][EAGER_DEFAULTS], '.4f')} | {_f(r['speedup']['eager'], '.2f')}x | "
+                  f"{_f(r['speedup'].get(EAGER_DEFAULTS), '.2f')}x |" for r in defaults]
     return "\n".join(lines) + "\n"
 
 

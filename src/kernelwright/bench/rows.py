@@ -26,6 +26,9 @@ NO_SOLUTION = "no-solution"  # --solutions: nothing in the folder matches this p
 
 BASELINES = ("eager", "compile", "compile_max_autotune")
 BASELINE_LABELS = {"eager": "eager", "compile": "torch.compile", "compile_max_autotune": "max-autotune"}
+# Beside eager for fp32 problems that run convolutions (verify/baseline.py): not a ratio of the scores, which
+# compare at the problem's precision.
+EAGER_DEFAULTS = "eager_defaults"
 
 
 def _tensor_classes(instructions: Sequence[KernelSummary]) -> list[str]:
@@ -57,6 +60,9 @@ def row_from_verdict(verdict: Verdict, *, name: str, path: str, mode: str, famil
     kernel_ms = verdict.median_ms()
     ms = {"candidate": kernel_ms, **{b: verdict.median_ms(b) for b in BASELINES}}
     speedup = {b: (ms[b] / kernel_ms if ms[b] and kernel_ms else None) for b in BASELINES}
+    defaults = verdict.median_ms(EAGER_DEFAULTS)  # fp32 convolutions: eager as PyTorch's defaults run it
+    if defaults:
+        ms[EAGER_DEFAULTS], speedup[EAGER_DEFAULTS] = defaults, defaults / kernel_ms if kernel_ms else None
     roofline = verdict.roofline
     floor_ms = roofline.achievable_floor_ms if roofline else None
     flops, nbytes = (roofline.flops, roofline.bytes) if roofline else (None, None)

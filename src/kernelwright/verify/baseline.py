@@ -4,6 +4,7 @@ in a process of their own, on the same input sets; plus the device's measured ce
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,34 @@ if TYPE_CHECKING:
     from kernelwright.isolation.process import ChildRun
 
 COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
+# Eager as PyTorch's defaults run it: cuDNN convolutions may use TF32 (``torch.backends.cudnn.allow_tf32`` is True
+# unless a user turns it off; matmuls stay IEEE). The verifier times eager at the problem's precision — the fair
+# comparison — and, for an fp32 problem whose forward runs convolutions, this one beside it: what a user comparing
+# with their own eager sees (issue 29: a conv at 1.25x IEEE eager was 0.54x this).
+EAGER_DEFAULTS = "eager_defaults"
+
+
+def runs_fp32_convolutions(model: Any, inputs: Any) -> bool:
+    """Whether one forward of ``model`` calls an ATen convolution on fp32 tensors (what cuDNN's TF32 switch
+    changes), seen by a dispatch mode; a forward that fails says no."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Watch(TorchDispatchMode):
+        found = False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
+            if "convolution" in func.__name__ and any(
+                    isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
+                Watch.found = True
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with torch.no_grad(), Watch():
+            model(*inputs)
+    except Exception:  # noqa: BLE001 - the eager baseline reports a forward that fails
+        return False
+    return Watch.found
 
 
 def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
@@ -64,12 +93,16 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
         return model
 
     # Eager first when asked for (the verifier leaves out what kernelwright bench's cache already holds).
-    variants = [name for name in ("eager", *COMPILE_MODES) if name in spec.variants]
+    variants = [name for name in ("eager", EAGER_DEFAULTS, *COMPILE_MODES) if name in spec.variants]
     for name in variants:
         gpu_lock.give_way()  # a waiting measurement goes before the next baseline
         try:
             model = fresh_model()
-            if name != "eager":
+            if name == EAGER_DEFAULTS:
+                if spec.policy.allow_tf32 or not runs_fp32_convolutions(model, sets[0]):
+                    continue  # the same as eager: nothing to time twice
+                torch.backends.cudnn.allow_tf32 = True
+            elif name != "eager":
                 torch._dynamo.reset()
                 model = torch.compile(model, mode=COMPILE_MODES[name])
 
@@ -104,15 +137,32 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
                                         error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                                         detail=short_traceback(exc)))
         finally:
+            runtime.configure_precision(spec.policy)  # EAGER_DEFAULTS's switch back to the problem's precision
             torch._dynamo.reset()
             torch.cuda.empty_cache()
 
 
 # -- the parent's side ------------------------------------------------------------------------------------------
-def plan_baselines(opts: Any, judge: Any) -> tuple[list[str], dict[str, Measurement]]:
+_CONVOLUTION = re.compile(r"\bconv(?:_transpose)?[123]d\b|\bConv(?:Transpose)?[123]d\b|\bconvolution\b")
+
+
+def mentions_convolution(problem: Path) -> bool:
+    """Whether a problem file calls a convolution by any of PyTorch's names (the plan's cheap test; the baseline
+    job's dispatch check is the exact one)."""
+    try:
+        return bool(_CONVOLUTION.search(problem.read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def plan_baselines(opts: Any, judge: Any, *, device: str = "cpu",
+                   convolutions: bool = False) -> tuple[list[str], dict[str, Measurement]]:
     """(the baselines to time, those reused from ``opts.reuse_baselines`` — a measurement's JSON or the record);
-    a note in ``judge`` for the reused."""
+    a note in ``judge`` for the reused. Eager at PyTorch's defaults joins eager on a GPU where the problem has
+    ``convolutions`` and its policy keeps TF32 off (otherwise the two are one)."""
     variants = ["eager"]
+    if device.startswith("cuda") and convolutions and not opts.policy.allow_tf32:
+        variants.append(EAGER_DEFAULTS)
     if opts.compile_baseline:
         variants += [m for m in COMPILE_MODES if opts.compile_modes is None or m in opts.compile_modes]
     reused = {name: Measurement.from_json(m) for name, m in (opts.reuse_baselines or {}).items()

@@ -10,7 +10,8 @@ from kernelwright.isolation.protocol import KernelRecord
 from kernelwright.records import Status
 from kernelwright.verify.records import Verdict
 
-_TIMING_ROWS = (("candidate", "candidate"), ("eager", "eager"), ("compile", "torch.compile"),
+_TIMING_ROWS = (("candidate", "candidate"), ("eager", "eager"),
+                ("eager_defaults", "eager, TF32 cuDNN"), ("compile", "torch.compile"),
                 ("compile_max_autotune", "compile max-autotune"))
 
 

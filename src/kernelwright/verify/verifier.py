@@ -785,10 +785,16 @@ class _Verification:
 
     # -- baselines and roofline ---------------------------------------------------------------------------------
     def _baselines(self) -> dict[str, protocol.Measurement | None]:
-        from kernelwright.verify.baseline import cached_ceilings, collect_baselines, plan_baselines
+        from kernelwright.verify.baseline import (
+            cached_ceilings,
+            collect_baselines,
+            mentions_convolution,
+            plan_baselines,
+        )
 
         n_sets = min(int(config.input_sets), sum(1 for t in self.plan if t.kind == trials.RANDOM))
-        variants, reused = plan_baselines(self.opts, self.judge)
+        variants, reused = plan_baselines(self.opts, self.judge, device=str(self.device),
+                                          convolutions=mentions_convolution(self.problem.path))
         if self.baseline_names is not None:
             variants = [v for v in variants if v in self.baseline_names]
         if not variants:
@@ -845,7 +851,7 @@ class _Verification:
         speedups: dict[str, float] = {}
         cand = timing.get("candidate")
         if cand:
-            for name in ("eager", "compile", "compile_max_autotune"):
+            for name in ("eager", "eager_defaults", "compile", "compile_max_autotune"):
                 other = timing.get(name)
                 if other and cand.median_ms > 0:
                     speedups[f"vs_{name}"] = other.median_ms / cand.median_ms
@@ -853,6 +859,8 @@ class _Verification:
             message = f"correct on every trial; {cand.median_ms:.4f} ms"
             if "vs_eager" in speedups:
                 message += f", {speedups['vs_eager']:.2f}x eager"
+            if "vs_eager_defaults" in speedups:  # an fp32 problem's convolutions, as PyTorch's defaults run them
+                message += f" ({speedups['vs_eager_defaults']:.2f}x at PyTorch's defaults: TF32 cuDNN)"
             best = speedups.get("vs_compile_max_autotune") or speedups.get("vs_compile")
             if best:
                 message += f", {best:.2f}x torch.compile"
