@@ -145,3 +145,64 @@ def test_plans_what_it_does_not_claim(tmp_path) -> None:
     assert [_ops(plan, g) for g in groups] == [["max_pool2d_with_indices", "getitem", "getitem"],
                                                ["max_pool2d_with_indices", "getitem"]]
     assert "aten._adaptive_avg_pool2d" in plan.describe()[-1]
+
+
+ROWS = {"variant": "rows", "BLOCK": 32, "num_warps": 4}
+
+
+def test_average_pooling_as_rows_of_window_taps(check, tmp_path) -> None:
+    """The rows variant (issue 29 item 4): a window's last dimension is a tile axis, so a warp reads consecutive
+    input along a row instead of one tap a lane, ``stride`` apart. Non-overlapping 11 x 11 windows (KernelBench's
+    45_Average_Pooling_2D at a small size: 16 taps a row, 5 masked), padding with ceil_mode and the divisor
+    clipped, an anisotropic 3-D pooling whose epilogue reads a per-channel parameter, and a divisor_override; a
+    second shape changes every size."""
+    plan, verdict = check("avg_rows", """
+        class Model(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.scale = nn.Parameter(torch.randn(channels, 1, 1, 1))
+
+            def forward(self, x, y):
+                return (F.avg_pool2d(x, 11),
+                        F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+                        torch.sigmoid(F.avg_pool3d(y, (2, 3, 5), stride=(1, 2, 5), padding=(0, 1, 2)) * self.scale),
+                        F.avg_pool2d(x, (2, 4), divisor_override=3))
+
+        batch = 2
+        height = 23
+        width = 35
+
+        def get_inputs():
+            return [torch.randn(batch, 3, height, width), torch.randn(batch, 3, 5, 7, width)]
+
+        def get_init_inputs():
+            return [3]
+    """, config_overrides=ROWS, distribution_trials=False)
+    assert [g.family for g in plan.groups] == ["pool"] * 4 and plan.fully_covered
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+    source = (tmp_path / "avg_rows_candidate.py").read_text()
+    assert "taps = tl.arange(0, 16)" in source and "tl.sum(v, axis=1)" in source
+    compiled = {k.name for k in verdict.instructions if k.arch == "sm_90a"}
+    assert len(compiled) == 4, compiled  # each kernel cross-compiled for Hopper
+
+
+def test_rows_lead_where_a_lane_per_output_would_gather(tmp_path) -> None:
+    from kernelwright.generate.families.pool import PoolFamily
+
+    problem = write_problem(tmp_path, "pools", """
+        class Model(nn.Module):
+            def forward(self, x):
+                return F.avg_pool2d(x, 11), F.avg_pool2d(x, 3, stride=1), F.max_pool2d(x, 11)
+
+        def get_inputs():
+            return [torch.randn(1, 2, 33, 33)]
+
+        def get_init_inputs():
+            return []
+    """)
+    the_plan = make_plan(capture(problem))
+    wide, narrow, maximum = (PoolFamily().space(the_plan.graph, g, "sm_90a") for g in _pool_groups(the_plan))
+    assert wide[0] == {"variant": "rows", "BLOCK": 128, "num_warps": 4}  # 44-byte gathers: rows first
+    assert narrow[0].get("variant", "lanes") == "lanes" and narrow[-1]["variant"] == "rows"  # stride 1: coalesced
+    assert all(c.get("variant", "lanes") == "lanes" for c in maximum)  # max pooling: not (yet) as rows

@@ -4,6 +4,7 @@ epilogue applied before the single store; and its launcher, which sizes the outp
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -19,6 +20,16 @@ UNROLL_TAPS = 64
 
 def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
     return _Writer(graph, group, config, ident).render()
+
+
+def rows_apply(pool: Pooling, prologue: Sequence[str]) -> bool:
+    """Whether the rows variant can render this pooling: an average with no prologue at its taps."""
+    return pool.kind == "avg" and not prologue
+
+
+def triton_taps(width: int) -> int:
+    """The rows variant's tile width for a window ``width`` taps wide (a power of two, as tl.arange needs)."""
+    return 1 << max(0, width - 1).bit_length()
 
 
 class _Writer:
@@ -39,6 +50,14 @@ class _Writer:
         self.strided = [v for v in self.operands if self.modes[v] == "strided"]
         self.strided_sources = [v for v in self.sources if self.source_modes[v] == "strided"]
         self.tensors = list(dict.fromkeys([*self.sources, *self.operands]))  # a residual may be the input itself
+        variant = config.get("variant", "lanes")
+        if variant not in ("lanes", "rows"):
+            raise ValueError(f"pool config variant={variant!r}: use 'lanes' (an output a lane, its window a loop) "
+                             "or 'rows' (the window's last dimension a tile axis)")
+        self.rows = variant == "rows"
+        if self.rows and not rows_apply(self.pool, self.prologue):
+            raise ValueError("pool config variant='rows': for average pooling without a prologue; use 'lanes'")
+        self.taps = triton_taps(self.pool.kernel[-1])
 
     def _source_mode(self, v: str) -> str:
         """How a source is read; one of the pooled tensor's own shape never as a scalar, even of one element (a
@@ -87,6 +106,23 @@ class _Writer:
             lines.append(f"start_{d} = {base.affine(f'o_{d}', p.stride[d], -p.padding[d])}  # may lie in the padding")
         return lines
 
+    def _row_tap(self) -> list[str]:
+        """The rows variant's tap: the (BLOCK, TAPS) tile of the pooled tensor at ``pos_<last>`` as ``v`` (fp32, 0
+        outside the input); per-output terms of the address broadcast along the taps."""
+        v, last = self.pool.x, self.pool.rank - 1
+        info, mode = self.graph.info(v), self.source_modes[v]
+        if mode == "flat":
+            offset = f"plane_start[:, None] + pos_{last}"
+        else:
+            terms = []
+            for d in base.live_dims(info.shape, self.in_shape):
+                index = f"idx_{d}[:, None]" if d < self.lead else \
+                    f"i_{last}" if d - self.lead == last else f"i_{d - self.lead}[:, None]"
+                terms.append(f"{index} * source_stride_{v}_{d}")
+            offset = " + ".join(terms) or "0"
+        line, value = base.load_line(v, f"tl.load(in_{v} + ({offset}), mask=ok_{last}, other=0)", info.dtype)
+        return [line, f"v = tl.where(ok_{last}, {value.expr}.to(tl.float32), 0.0)"]
+
     def _tap(self, fill: str) -> tuple[list[str], list[str]]:
         """The pooled tensor's element at tap ``pos_<last>`` as ``v`` (fp32, ``fill`` outside the input): its
         sources loaded there and the prologue computed on them. Returns (lines before the loops, tap lines)."""
@@ -122,11 +158,25 @@ class _Writer:
 
     def _window(self, tap: list[str]) -> list[str]:
         """Nested loops over the window's taps, with ``tap`` (the lines using element ``pos_<last>`` under mask
-        ``ok_<last>``) innermost."""
+        ``ok_<last>``) innermost. The rows variant has no loop over the last dimension: its taps are the second
+        axis of a (BLOCK, TAPS) tile, so a warp reads whole window rows, consecutive along the input's rows, where
+        a lane an output reads addresses a stride apart (KernelBench's 45_Average_Pooling_2D: 11 floats)."""
         p, rank = self.pool, self.pool.rank
-        loop = "tl.static_range" if math.prod(p.kernel) <= UNROLL_TAPS else "range"
+        looped = p.kernel[:-1] if self.rows else p.kernel
+        loop = "tl.static_range" if math.prod(looped) <= UNROLL_TAPS else "range"
         lines: list[str] = []
         for d in range(rank):
+            if self.rows and d == rank - 1:
+                pad = "    " * d
+                inside = "mask" if d == 0 else f"ok_{d - 1}"
+                pos = f"i_{d}" if d == 0 else f"pos_{d - 1}[:, None] * n_in_{d} + i_{d}"
+                lines += [
+                    f"{pad}i_{d} = start_{d}[:, None] + ({base.affine('taps', p.dilation[d], 0)})[None, :]",
+                    f"{pad}ok_{d} = {inside}[:, None] & (taps < {p.kernel[d]})[None, :] & (i_{d} >= 0) & "
+                    f"(i_{d} < n_in_{d})",
+                    f"{pad}pos_{d} = {pos}",
+                ]
+                break
             pad = "    " * d
             inside = "mask" if d == 0 else f"ok_{d - 1}"
             pos = f"i_{d}" if d == 0 else f"pos_{d - 1} * n_in_{d} + i_{d}"
@@ -136,7 +186,7 @@ class _Writer:
                 f"{pad}    ok_{d} = {inside} & (i_{d} >= 0) & (i_{d} < n_in_{d})",
                 f"{pad}    pos_{d} = {pos}",
             ]
-        pad = "    " * rank
+        pad = "    " * (rank - 1 if self.rows else rank)
         return lines + [f"{pad}{line}" for line in tap]
 
     def _max(self) -> list[str]:
@@ -166,9 +216,14 @@ class _Writer:
         """Average pooling in fp32, divided as PyTorch divides: by ``divisor_override``, else by the window clipped
         to the padded input (count_include_pad) or to the input itself; a window with nothing inside is 0."""
         p, rank = self.pool, self.pool.rank
-        lines, tap = self._tap("0.0")
+        if self.rows:
+            lines, tap = [f"taps = tl.arange(0, {self.taps})  # the window's last dimension"], self._row_tap()
+            tap.append("acc += tl.sum(v, axis=1)")
+        else:
+            lines, tap = self._tap("0.0")
+            tap.append("acc += v")
         lines.append("acc = tl.zeros([BLOCK], dtype=tl.float32)")
-        lines += self._window([*tap, "acc += v"])
+        lines += self._window(tap)
         for d in range(rank):
             lines.append(f"end_{d} = tl.minimum(start_{d} + {p.kernel[d]}, n_in_{d} + {p.padding[d]})")
             lines.append(f"inside_{d} = tl.maximum(tl.minimum(end_{d}, n_in_{d}) - tl.maximum(start_{d}, 0), 0)")
