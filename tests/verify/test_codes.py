@@ -30,6 +30,7 @@ FIX = "add an entry for it to CATALOGUE in src/kernelwright/verify/codes.py (the
 PASS_THROUGH = {
     ("verify/findings.py", "code"): "Judge.add itself",
     ("verify/verifier.py", "code"): "SPECIAL_TRIAL_CODES, or the `code = ...` of a structural problem",
+    ("verify/judging.py", "code"): "SPECIAL_TRIAL_CODES (a special trial's failure)",
     ("verify/verifier.py", "finding.code"): "the candidate job's findings sent over its channel",
     ("verify/verifier.py", "note.code"): "the jobs' notes sent over their channels",
     ("verify/verifier.py", "error.code"): "the jobs' errors sent over their channels, from JobFailure",

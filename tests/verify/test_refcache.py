@@ -7,7 +7,7 @@ import pytest
 
 from kernelwright.config import config
 from kernelwright.records import Status
-from kernelwright.verify import refcache, verifier
+from kernelwright.verify import refcache, verifier, workdir
 from kernelwright.verify.records import VerifyOptions
 from kernelwright.verify.verifier import verify
 
@@ -116,10 +116,10 @@ def test_an_entry_too_large_reads_no_file(tmp_path):
 
 def test_a_warm_workdir_serves_one_verify_of_its_own_scratch_folder(tmp_path, monkeypatch):
     started = []
-    monkeypatch.setattr(verifier, "prestart_child", lambda job, *, workdir, device: started.append((job, device)))
+    monkeypatch.setattr(workdir, "prestart_child", lambda job, *, workdir, device: started.append((job, device)))
     ended = []
-    monkeypatch.setattr(verifier, "discard_prestarted", lambda workdir: ended.append(workdir))
-    warm = verifier._WarmWorkdir()
+    monkeypatch.setattr(workdir, "discard_prestarted", lambda workdir: ended.append(workdir))
+    warm = workdir.WarmWorkdir()
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
     warm.prepare(str(a), "cuda", timing=True)

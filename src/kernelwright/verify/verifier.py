@@ -40,9 +40,10 @@ from kernelwright.verify.findings import (
     headline_rank,
 )
 from kernelwright.verify.instructions import instruction_evidence, native_arch
-from kernelwright.verify.launches import trials_without_own
+from kernelwright.verify.judging import UNREPORTED, TrialJudging
 from kernelwright.verify.phases import PhaseClock
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
+from kernelwright.verify.workdir import WarmWorkdir
 
 if TYPE_CHECKING:
     from kernelwright.inspect.analysis import KernelSummary
@@ -52,7 +53,6 @@ log = logging.getLogger(__name__)
 
 # Copies and fills: in nearly every program, so not evidence that a candidate re-runs the reference.
 _TRIVIAL_KERNEL = re.compile(r"memcpy|memset|fill|copy|zero|clone|contiguous", re.I)
-_UNREPORTED = protocol.ReferenceTrial(index=-1, kind="unreported")  # a trial the reference said nothing of
 
 
 def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | None = None) -> Verdict:
@@ -120,54 +120,7 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
     return replace(verdict, duration_s=time.monotonic() - started, phases=phases)
 
 
-class _WarmWorkdir:
-    """One working directory prepared for the next verify of this process, its candidate (and on a GPU its
-    baseline) child already started in it: each still serves one job of one verify (isolation/process.py). One at
-    a time, so a long-lived process (a bench worker, a test session) keeps at most that many idle children."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self._lock = threading.Lock()
-        self._ready: tuple[str, Path] | None = None  # (the scratch folder it is in, the workdir)
-
-    @staticmethod
-    def _where(scratch: str | None) -> str:
-        return str(Path(scratch or tempfile.gettempdir()).resolve())
-
-    def take(self, scratch: str | None) -> Path | None:
-        with self._lock:
-            ready, self._ready = self._ready, None
-        if ready is None:
-            return None
-        if ready[0] == self._where(scratch) and ready[1].is_dir():
-            return ready[1]
-        self._drop(ready[1])
-        return None
-
-    def prepare(self, scratch: str | None, device: str, *, timing: bool) -> None:
-        workdir = Path(tempfile.mkdtemp(prefix="kernelwright-verify-", dir=scratch))
-        with self._lock:
-            old, self._ready = self._ready, (self._where(scratch), workdir)
-        if old is not None:
-            self._drop(old[1])
-        prestart_child("candidate", workdir=workdir, device=device)
-        if device == "cuda" and timing:
-            prestart_child("baseline", workdir=workdir, device=device)
-
-    @staticmethod
-    def _drop(workdir: Path) -> None:
-        discard_prestarted(workdir)
-        shutil.rmtree(workdir, ignore_errors=True)
-
-    def close(self) -> None:
-        with self._lock:
-            ready, self._ready = self._ready, None
-        if ready is not None:
-            self._drop(ready[1])
-
-
-_WARM = _WarmWorkdir()
+_WARM = WarmWorkdir()
 atexit.register(_WARM.close)
 
 
@@ -209,7 +162,7 @@ class _BudgetSpent(Exception):
         self.job = job
 
 
-class _Verification:
+class _Verification(TrialJudging):
     def __init__(self, problem: ProblemFile, candidate: CandidateFile | None, opts: VerifyOptions, device: str, seed: int,
                  factor: float, workdir: Path, base: dict[str, Any]) -> None:
         self.problem, self.candidate, self.opts = problem, candidate, opts
@@ -433,9 +386,9 @@ class _Verification:
     # -- candidate ----------------------------------------------------------------------------------------------
     def _candidate(self, ref_trials: dict[int, protocol.ReferenceTrial]) -> ChildRun:
         runnable = [t for t in self.plan
-                    if not ref_trials.get(t.index, _UNREPORTED).skipped
-                    and (t.kind != trials.REPOISON or not ref_trials.get(t.source, _UNREPORTED).skipped)]
-        expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, _UNREPORTED).outputs)
+                    if not ref_trials.get(t.index, UNREPORTED).skipped
+                    and (t.kind != trials.REPOISON or not ref_trials.get(t.source, UNREPORTED).skipped)]
+        expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, UNREPORTED).outputs)
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
             (config.arch,) if self.device == "cpu" else ())
@@ -452,7 +405,7 @@ class _Verification:
             n_sets=min(int(config.input_sets), len(random_indices)) or 1)
         for t in self.plan:
             if t not in runnable:
-                reason = ref_trials.get(t.index, _UNREPORTED).skipped or "its source trial was skipped"
+                reason = ref_trials.get(t.index, UNREPORTED).skipped or "its source trial was skipped"
                 self.judge.outcomes[t.index] = TrialOutcome(index=t.index, kind=t.kind, seed=t.seed,
                                                             status="skipped", note=reason)
         self.expected_trials = [t.index for t in runnable]
@@ -527,180 +480,6 @@ class _Verification:
         message = f"passes the ordinary trials but fails on the {kind.replace('_', '-')} trial: {what}"
         self.judge.add(code, message, trial=started[-1].index)
         return Status.REJECTED, f"{code}: {message}"
-
-    # -- judging outputs ----------------------------------------------------------------------------------------
-    def _judge_trials(self, run: ChildRun, refs: dict[int, dict[str, Any]],
-                      ref_trials: dict[int, protocol.ReferenceTrial], semantics: protocol.Semantics) -> bool:
-        from kernelwright.verify import tensors
-
-        random_ok = True
-        by_index = {t.index: t for t in self.plan}
-        reports = run.reports(protocol.CandidateTrial)
-        self.trials_without_own = trials_without_own(reports)
-        for message in reports:
-            index = message.index
-            trial = by_index.get(index)
-            if trial is None:  # written by the candidate: the harness reports only the trials it was given
-                self.judge.add("protocol-violation", f"a report of trial {index}, which was never planned")
-                continue
-            ref = refs.get(trial.source if trial.kind == trials.REPOISON else index)
-            if ref is None:
-                continue
-            expected = ref["native"]
-            problems = []
-            for i, type_name in enumerate(message.output_types):
-                if type_name != "torch.Tensor":
-                    self.judge.add("output-subclass",
-                                   f"output {i} is a {type_name}, not a plain torch.Tensor: a subclass can make any "
-                                   "comparison succeed", type=type_name)
-                    problems.append(f"output {i} is a {type_name}")
-            try:
-                got = tensors.load(self.out / f"out-{index}.pt")
-            except Exception as exc:
-                got = []
-                problems.append(f"its outputs could not be read back safely ({type(exc).__name__})")
-            problems += compare.structure_problems(got, expected, self.device) if not problems else []
-            if not problems:
-                # One tensor and a one-element tuple/list flatten alike; a caller of the op does not see them alike.
-                source_trial = ref_trials.get(trial.source if trial.kind == trials.REPOISON else index, _UNREPORTED)
-                want, have = tensors.result_shape(source_trial.container), tensors.result_shape(message.container)
-                if want and have and want != have:
-                    problems.append(f"forward returns a {message.container} where the problem returns a "
-                                    f"{source_trial.container}")
-            mutated = list(message.mutated_inputs)
-            if mutated and not semantics.mutates_inputs:
-                self.judge.add("input-mutation", f"forward changed its input(s) {mutated} in place (trial {index})",
-                               inputs=mutated)
-            aliased = [j for j in message.aliased_outputs if j not in semantics.outputs_alias_inputs]
-            if aliased:
-                self.judge.add("output-aliases-input", f"output(s) {aliased} share memory with an input")
-            if message.late_writes:
-                self.judge.add("background-thread",
-                               f"output(s) {list(message.late_writes)} changed after forward returned: work is still "
-                               "running in the background")
-            comparisons = []
-            if not problems:
-                fp64 = ref.get("fp64")
-                for j, (g, e) in enumerate(zip(got, expected)):
-                    comparisons.append(self._compare(g, e, fp64[j] if fp64 else None))
-            ok = not problems and all(c.ok for c in comparisons)
-            note = "; ".join(problems) or "; ".join(
-                f"output {j}: {c.reason}" for j, c in enumerate(comparisons) if not c.ok)
-            self.judge.outcomes[index] = TrialOutcome(
-                index=index, kind=trial.kind, seed=trial.seed if trial.kind != trials.REPOISON else None,
-                status="ok" if ok else "wrong", note=note or ref_trials.get(index, _UNREPORTED).note,
-                comparisons=tuple(c.to_json() for c in comparisons))
-            if ok:
-                continue
-            if trial.kind == trials.RANDOM:
-                random_ok = False
-                if problems:
-                    self.judge.add("output-structure", f"trial {index}: {problems[0]}")
-                else:
-                    stale = any(c.nonfinite_mismatches and c.worst_got is not None and c.worst_got != c.worst_got
-                                for c in comparisons)
-                    if stale and trial.poison == trials.POISON_NAN:
-                        self.judge.add("stale-memory",
-                                       f"trial {index}: output elements hold the NaN poison of unwritten memory "
-                                       f"({note})")
-                    for j, c in enumerate(comparisons):
-                        signature = compare.precision_signature(c, expected[j].dtype)
-                        if signature and not self.allowed_roundoff:
-                            self.judge.add("precision",
-                                           f"output {j} has the rounding noise of {signature}: lower precision "
-                                           f"arithmetic in a {str(expected[j].dtype).removeprefix('torch.')} "
-                                           "problem", trial=index)
-                    self.judge.add("mismatch", f"trial {index} (seed {trial.seed}): {note}")
-        self._replayed_outputs(by_index, refs)
-        random_ok = self._judge_state(run) and random_ok
-        if random_ok:
-            for index, outcome in sorted(self.judge.outcomes.items()):
-                trial = by_index[index]
-                if outcome.status == "wrong" and trial.kind in SPECIAL_TRIAL_CODES:
-                    code, template = SPECIAL_TRIAL_CODES[trial.kind]
-                    detail = ref_trials.get(index, _UNREPORTED).note
-                    message = template.format(source=trial.source, note=detail or trial.kind) + f" — {outcome.note}"
-                    if self._imprecise_only(trial, outcome):
-                        # KernelBench's fixed tolerance does not scale with the values: finite, slightly-off outputs
-                        # at other magnitudes or shapes are imprecision, not evidence of a shortcut.
-                        self.judge.add(code, message + " (under KernelBench's fixed tolerance: imprecision at these "
-                                       "values, not necessarily a shortcut)", trial=index, imprecision=True)
-                    else:
-                        self.judge.add(code, message, trial=index)
-        return random_ok and not self.judge.has("output-structure")
-
-    def _judge_state(self, run: ChildRun) -> bool:
-        """The module state the problem's forward changes must be the reference's after the first trial (verify/
-        state.py); False, with a ``module-state`` finding, where it is not."""
-        weights = run.report(protocol.Weights)
-        if not self.ref_state or weights is None or not weights.source.startswith("copied"):
-            return True  # nothing changes, or the candidate's own weights (its state is its own): not comparable
-        from kernelwright.verify.state import state_problems
-
-        wrong = state_problems(self.ref_state, self.out / trials.STATE_FILE, self._compare, self.ref_state64)
-        if wrong:
-            self.judge.add("module-state", "after the first trial the module's state differs from the reference's: "
-                           + "; ".join(wrong[:3]), buffers=sorted(self.ref_state))
-        return not wrong
-
-    def _imprecise_only(self, trial: trials.TrialSpec, outcome: TrialOutcome) -> bool:
-        return (self.opts.tolerance == "kernelbench" and trial.kind in (trials.SCALED, trials.HEAVY_TAILED, trials.SHAPE)
-                and bool(outcome.comparisons)
-                and all(not c.get("nonfinite_mismatches") for c in outcome.comparisons))
-
-    def _replayed_outputs(self, by_index: dict[int, trials.TrialSpec], refs: dict[int, dict[str, Any]]) -> None:
-        """A trial whose output is bit-identical to an earlier trial's output, where the right answers differ, was
-        replayed from a cache (KNOWN_HACKS #8)."""
-        from kernelwright.verify import tensors
-
-        def answer(index: int) -> str:
-            return "|".join(tensors.digest(o) for o in refs.get(index, {}).get("native", []))
-
-        if not any(o.status == "wrong" for o in self.judge.outcomes.values()):
-            return  # only a wrong trial can be a replay: nothing to read back
-        seen: dict[str, int] = {}
-        for index in sorted(self.judge.outcomes):
-            trial = by_index[index]
-            path = self.out / f"out-{index}.pt"
-            if trial.kind == trials.REPOISON or not path.exists():
-                continue
-            wrong = self.judge.outcomes[index].status == "wrong"
-            try:
-                outputs = tensors.load(path)
-            except Exception:
-                continue
-            # Outputs holding one value throughout (never written: the poison, zeros) repeat without any cache.
-            key = "|".join(tensors.digest(o) for o in outputs if o.numel() > 16 and not tensors.uniform(o))
-            if not key:
-                continue
-            if wrong and key in seen and answer(seen[key]) != answer(index):
-                self.judge.add("output-caching",
-                               f"trial {index} returned exactly the output of trial {seen[key]}, whose inputs were "
-                               "different: outputs are replayed from a cache", trial=index, replayed=seen[key])
-            else:
-                seen[key] = index
-
-    def _judge_timed_outputs(self, timed_trials: tuple[int, ...], refs: dict[int, dict[str, Any]]) -> None:
-        from kernelwright.verify import tensors
-
-        for set_index in timed_trials:
-            ref = refs.get(set_index)
-            path = self.out / f"timed-{set_index}.pt"
-            if ref is None or not path.exists():
-                continue
-            got = tensors.load(path)
-            if compare.structure_problems(got, ref["native"], self.device):
-                self.judge.add("timed-call-mismatch", "the outputs of timed calls differ in structure from the "
-                                                      "outputs of checked calls")
-                return
-            fp64 = ref.get("fp64")
-            for j, (g, e) in enumerate(zip(got, ref["native"])):
-                c = self._compare(g, e, fp64[j] if fp64 else None)
-                if not c.ok:
-                    self.judge.add("timed-call-mismatch",
-                                   f"a timed call returned a wrong answer (input set {set_index}, output {j}: "
-                                   f"{c.reason}); the candidate behaves differently while timed")
-                    return
 
     def _judge_kernels(self, run: ChildRun) -> None:
         listed = run.report(protocol.Kernels)
