@@ -205,4 +205,27 @@ def test_rows_lead_where_a_lane_per_output_would_gather(tmp_path) -> None:
     wide, narrow, maximum = (PoolFamily().space(the_plan.graph, g, "sm_90a") for g in _pool_groups(the_plan))
     assert wide[0] == {"variant": "rows", "BLOCK": 128, "num_warps": 4}  # 44-byte gathers: rows first
     assert narrow[0].get("variant", "lanes") == "lanes" and narrow[-1]["variant"] == "rows"  # stride 1: coalesced
-    assert all(c.get("variant", "lanes") == "lanes" for c in maximum)  # max pooling: not (yet) as rows
+    assert maximum[0]["variant"] == "rows"  # max pooling without indices too
+
+
+def test_max_pooling_as_rows_keeps_nan_and_padding(check, tmp_path) -> None:
+    """Max pooling in the rows variant: NaN propagates (a reduction's maximum would drop it), padding and ceil_mode
+    windows with taps outside the input count as -inf, dilation spreads a row's taps; with indices it stays a lane
+    an output (the rows variant refuses it)."""
+    plan, verdict = check("max_rows", """
+        class Model(nn.Module):
+            def forward(self, x):
+                return (F.max_pool2d(x, 5), F.max_pool2d(x, 3, stride=2, padding=1, dilation=2, ceil_mode=True),
+                        F.max_pool3d(x.unsqueeze(1), (1, 2, 7), stride=(1, 1, 7)))
+
+        def get_inputs():
+            x = torch.randn(2, 3, 13, 29)
+            x.view(-1)[::41] = float("nan")
+            return [x]
+
+        def get_init_inputs():
+            return []
+    """, config_overrides=ROWS, distribution_trials=False)
+    assert [g.family for g in plan.groups].count("pool") == 3
+    assert verdict.status is Status.PASSED, verdict.message
+    assert "tl.max((v != v)" in (tmp_path / "max_rows_candidate.py").read_text()

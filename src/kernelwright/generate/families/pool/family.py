@@ -32,7 +32,8 @@ class PoolFamily:
         pool = group.detail["pooling"]
         if not rows_apply(pool, group.detail["prologue"]):
             return lanes
-        # The rows variant: (BLOCK outputs, TAPS) tiles, about 16 elements a thread. A lane an output reads its
+        # The rows variant (averages, and maxima without indices): (BLOCK outputs, TAPS) tiles, about 16 elements a
+        # thread. A lane an output reads its
         # taps ``stride`` elements apart across a warp (45_Average_Pooling_2D: 11 floats, 44 bytes; 0.63x eager
         # at 6.455 ms, H200, 2026-12-03): where that gather is 16 bytes or wider the rows go first. A lead, not
         # yet timed.

@@ -23,8 +23,9 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
 
 
 def rows_apply(pool: Pooling, prologue: Sequence[str]) -> bool:
-    """Whether the rows variant can render this pooling: an average with no prologue at its taps."""
-    return pool.kind == "avg" and not prologue
+    """Whether the rows variant can render this pooling: an average, or a max without indices, with no prologue
+    at its taps."""
+    return (pool.kind == "avg" or pool.indices is None) and not prologue
 
 
 def triton_taps(width: int) -> int:
@@ -56,7 +57,8 @@ class _Writer:
                              "or 'rows' (the window's last dimension a tile axis)")
         self.rows = variant == "rows"
         if self.rows and not rows_apply(self.pool, self.prologue):
-            raise ValueError("pool config variant='rows': for average pooling without a prologue; use 'lanes'")
+            raise ValueError("pool config variant='rows': for average pooling or max pooling without indices, "
+                             "with no prologue; use 'lanes'")
         self.taps = triton_taps(self.pool.kernel[-1])
 
     def _source_mode(self, v: str) -> str:
@@ -106,9 +108,9 @@ class _Writer:
             lines.append(f"start_{d} = {base.affine(f'o_{d}', p.stride[d], -p.padding[d])}  # may lie in the padding")
         return lines
 
-    def _row_tap(self) -> list[str]:
-        """The rows variant's tap: the (BLOCK, TAPS) tile of the pooled tensor at ``pos_<last>`` as ``v`` (fp32, 0
-        outside the input); per-output terms of the address broadcast along the taps."""
+    def _row_tap(self, fill: str) -> list[str]:
+        """The rows variant's tap: the (BLOCK, TAPS) tile of the pooled tensor at ``pos_<last>`` as ``v`` (fp32,
+        ``fill`` outside the input); per-output terms of the address broadcast along the taps."""
         v, last = self.pool.x, self.pool.rank - 1
         info, mode = self.graph.info(v), self.source_modes[v]
         if mode == "flat":
@@ -121,7 +123,7 @@ class _Writer:
                 terms.append(f"{index} * source_stride_{v}_{d}")
             offset = " + ".join(terms) or "0"
         line, value = base.load_line(v, f"tl.load(in_{v} + ({offset}), mask=ok_{last}, other=0)", info.dtype)
-        return [line, f"v = tl.where(ok_{last}, {value.expr}.to(tl.float32), 0.0)"]
+        return [line, f"v = tl.where(ok_{last}, {value.expr}.to(tl.float32), {fill})"]
 
     def _tap(self, fill: str) -> tuple[list[str], list[str]]:
         """The pooled tensor's element at tap ``pos_<last>`` as ``v`` (fp32, ``fill`` outside the input): its
@@ -193,6 +195,12 @@ class _Writer:
         """Max pooling as PyTorch computes it: -inf to start, a tap taken when larger or NaN (so NaN propagates
         and, for the indices, the first of equal maxima and the last NaN win)."""
         p, rank, last = self.pool, self.pool.rank, self.pool.rank - 1
+        if self.rows:  # a row of taps at a time; NaN kept by hand (a reduction's maximum would drop it)
+            tap = [*self._row_tap('float("-inf")'), "nan = tl.max((v != v).to(tl.int32), axis=1) > 0",
+                   'top = tl.max(tl.where(v != v, float("-inf"), v), axis=1)',
+                   'best = tl.where(nan | (best != best), float("nan"), tl.maximum(best, top))']
+            return [f"taps = tl.arange(0, {self.taps})  # the window's last dimension",
+                    'best = tl.full([BLOCK], float("-inf"), tl.float32)', *self._window(tap), "pooled = best"]
         lines, tap = self._tap('float("-inf")')
         lines.append('best = tl.full([BLOCK], float("-inf"), tl.float32)')
         if p.indices is not None:
@@ -217,7 +225,7 @@ class _Writer:
         to the padded input (count_include_pad) or to the input itself; a window with nothing inside is 0."""
         p, rank = self.pool, self.pool.rank
         if self.rows:
-            lines, tap = [f"taps = tl.arange(0, {self.taps})  # the window's last dimension"], self._row_tap()
+            lines, tap = [f"taps = tl.arange(0, {self.taps})  # the window's last dimension"], self._row_tap("0.0")
             tap.append("acc += tl.sum(v, axis=1)")
         else:
             lines, tap = self._tap("0.0")
