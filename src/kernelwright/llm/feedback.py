@@ -327,8 +327,8 @@ def _performance_section(verdict: Verdict) -> list[str]:
     cand = verdict.median_ms()
     if cand:
         parts = [f"candidate {cand:.4f} ms"]
-        for key, label in (("eager", "eager"), ("compile", "torch.compile"),
-                           ("compile_max_autotune", "torch.compile max-autotune")):
+        for key, label in (("eager", "eager"), ("eager_defaults", "eager at PyTorch's defaults (TF32 cuDNN)"),
+                           ("compile", "torch.compile"), ("compile_max_autotune", "torch.compile max-autotune")):
             m = verdict.median_ms(key)
             if m:
                 parts.append(f"{label} {m:.4f} ms ({m / cand:.2f}x)")

@@ -23,6 +23,7 @@ def _timing_table(v: Verdict) -> list[str]:
     cand = v.median_ms()
     lines = ["", "| | median ms | speedup |", "|---|---|---|"]
     for key, label in (("candidate", "kernelwright"), ("eager", "eager PyTorch"),
+                       ("eager_defaults", "eager PyTorch at its defaults (TF32 cuDNN)"),
                        ("compile", "torch.compile"), ("compile_max_autotune", "torch.compile max-autotune")):
         m = v.median_ms(key)
         if m:
