@@ -616,3 +616,35 @@ def test_fp32_conv_leads_with_3xtf32_on_hgmma(check, tmp_path, groups: int) -> N
     assert any(op.startswith("HGMMA") and "TF32" in op for op in opcodes), opcodes
     notes = [f for f in verdict.findings if f.code == "tf32-in-fp32"]
     assert notes and all(f.severity == "note" for f in notes)  # split precision, not a TF32 shortcut
+
+
+def test_fp32_transposed_conv_on_3xtf32_grouped(check, tmp_path) -> None:
+    """A grouped, dilated, strided transposed convolution in fp32: its filter ([C_in, C_out / groups, *taps]) laid
+    out [taps, C_out, C_in / groups] for the 3xTF32 implicit GEMM (config 1, after the library variant), each
+    phase's taps gathered as before; a second shape."""
+    plan, verdict = check("conv_t_tf32x3", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.up = nn.ConvTranspose2d(8, 6, kernel_size=3, stride=2, padding=1, dilation=2, groups=2)
+
+            def forward(self, x):
+                return torch.relu(self.up(x))
+
+        height = 5
+        width = 6
+
+        def get_inputs():
+            return [torch.randn(2, 8, height, width)]
+
+        def get_init_inputs():
+            return []
+    """, config_index=1, distribution_trials=False, shape_trial=True)
+    (group,) = _conv_groups(plan)
+    assert group.detail["transposed"] and group.detail["groups"] == 2
+    assert verdict.status is Status.PASSED, verdict.message
+    assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
+    source = (tmp_path / "conv_t_tf32x3_candidate.py").read_text()
+    assert 'input_precision="tf32x3"' in source and "out_channels, in_group)  # [kh, kw, c_out, c_in]" in source
+    opcodes = {op for k in verdict.instructions if k.arch == "sm_90a" for op in k.histogram_by_opcode}
+    assert any(op.startswith("HGMMA") and "TF32" in op for op in opcodes), opcodes

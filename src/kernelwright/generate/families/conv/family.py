@@ -94,14 +94,15 @@ class ConvFamily:
             if policy.allow_tf32:
                 tiles = [(128, 128, 32, 8, 3, "nchw", "tf32"), (128, 64, 32, 4, 3, "nhwc", "tf32"),
                          (64, 64, 32, 4, 3, "nchw", "tf32")]
-            elif has_feature(arch, "tf32") and not group_roles.transposed:
+            elif has_feature(arch, "tf32"):
                 # 3xTF32 (hi*hi + hi*lo + lo*hi on TF32 tensor cores) is fp32-accurate by construction: the fp32
                 # GEMMs' way past cuBLAS (KernelBench level 1's fp32 matmuls at 1.46-1.63x eager against the FMA
                 # tiles' 0.73-0.87x, runs 57 and 61, H200, 2026-12-04). Its wgmma reads TF32 operands K-major only:
                 # the filter is laid out [taps, C_out, C_in] (C_in, the K run, contiguous) and the input
-                # channels-last where it has channels enough to fill a K block. Before the FMA tiles; a lead, not
-                # yet timed on the H200 for convolutions.
-                wide = weight[1] >= 16
+                # channels-last where it has channels enough to fill a K block (transposed ones too: their
+                # filter, [C_in, C_out / groups, *taps], is laid out the same way). Before the FMA tiles; a lead,
+                # not yet timed on the H200 for convolutions.
+                wide = (weight[0] // group_roles.groups if group_roles.transposed else weight[1]) >= 16
                 first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
                 tiles = [(128, 128, 32, 8, 3, first, "tf32x3"), (128, 64, 32, 4, 3, first, "tf32x3"),
                          (64, 64, 32, 4, 3, second, "tf32x3"), *tiles]

@@ -32,14 +32,20 @@ def phase_sizes(r: Roles, sp: Spatial) -> list[str]:
     return [out if s == 1 else f"triton.cdiv({out}, {s})" for out, s in zip(sp.out_names, r.stride)]
 
 
-def transposed_weight_line(r: Roles, sp: Spatial) -> str:
+def transposed_weight_line(r: Roles, sp: Spatial, *, kmajor: bool = False) -> str:
     """The launcher's line that lays the filter out as the direct kernel's B: ``[*taps, C_in / groups, C_out]``,
-    output channels of one group contiguous (group-major, as the direct convolution numbers them)."""
+    output channels of one group contiguous (group-major, as the direct convolution numbers them); with ``kmajor``
+    (3xTF32) ``[*taps, C_out, C_in / groups]``, the input channels (the K run) contiguous."""
     wt = r.weight
     rank = sp.rank
+    taps = ", ".join(sp.kernel_names)
+    lead = f"    weight_t = {wt}.reshape(groups, in_group, out_group, *{wt}.shape[2:])"
+    if kmajor:
+        order = ", ".join(map(str, [*range(3, 3 + rank), 0, 2, 1]))
+        return (f"{lead}.permute({order}).reshape({taps}, out_channels, in_group)  # [{', '.join(sp.taps)}, c_out, "
+                "c_in]: B K-major")
     order = ", ".join(map(str, [*range(3, 3 + rank), 1, 0, 2]))
-    return (f"    weight_t = {wt}.reshape(groups, in_group, out_group, *{wt}.shape[2:]).permute({order})"
-            f".reshape({', '.join(sp.kernel_names)}, in_group, out_channels)  # [{', '.join(sp.taps)}, c_in, c_out]")
+    return f"{lead}.permute({order}).reshape({taps}, in_group, out_channels)  # [{', '.join(sp.taps)}, c_in, c_out]"
 
 
 def transposed_main_loop(r: Roles, sp: Spatial, *, precision: str, grouped: bool, head: list[str]) -> list[str]:

@@ -467,7 +467,7 @@ class _Renderer:
                 src.append(f"    {x} = {x}.contiguous(memory_format=torch.{memory_format})  # patch loads along "
                            "channels")
         if r.transposed:
-            src.append(transposed_weight_line(r, sp))
+            src.append(transposed_weight_line(r, sp, kmajor=bool(config.get("w_kmajor"))))
         elif config.get("w_kmajor"):  # 3xTF32: wgmma reads TF32 operands K-major only (conv/family.py)
             order = ", ".join(map(str, [*sp.dims(), 0, 1]))
             src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_out, c_in]: "
