@@ -102,7 +102,7 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
                 if spec.policy.allow_tf32 or not runs_fp32_convolutions(model, sets[0]):
                     continue  # the same as eager: nothing to time twice
                 torch.backends.cudnn.allow_tf32 = True
-            elif name != "eager":
+            elif name in COMPILE_MODES:
                 torch._dynamo.reset()
                 model = torch.compile(model, mode=COMPILE_MODES[name])
 
@@ -114,9 +114,10 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
             # the first calls: with other jobs on the device (a parallel bench) that would pick configs on a busy
             # GPU, so each of those benchmarks has the device to itself (or, where they cannot be reached, the
             # whole warm-up does).
-            whole = name != "eager" and not gpu_lock.hook_inductor_benchmarks()
+            compiled = name in COMPILE_MODES
+            whole = compiled and not gpu_lock.hook_inductor_benchmarks()
             with gpu_lock.exclusive() if whole else contextlib.nullcontext():
-                if name != "eager" and not whole:
+                if compiled and not whole:
                     # The compile is host work (tracing, code generation, Triton builds: 10-60 s) and was a
                     # shared hold that every measurement of a parallel bench waited behind. It runs with the lock
                     # let go; its benchmarks still take it exclusively (hooked above), and what may overlap
