@@ -32,7 +32,7 @@ def test_no_time_left_is_a_timeout_verdict_before_anything_runs(tmp_path: Path) 
                      VerifyOptions(device="cpu", seed=1, deadline=time.monotonic() - 1, progress_file=str(progress)))
     assert str(verdict.status) == "timeout" and "budget ran out before the reference job" in verdict.message
     assert [f.code for f in verdict.findings] == ["budget-spent"]
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # no child started (the events below say so); 5 s flaked on a loaded machine
     # The progress file says which step the budget stopped.
     events = [(x["phase"], x["event"]) for x in map(json.loads, progress.read_text().splitlines())]
     assert events == [("verify", "start"), ("reference", "start"), ("reference", "stopped")]
