@@ -87,6 +87,10 @@ class Policy:
 
 DEFAULT_POLICY = Policy()
 
+# The baseline of eager PyTorch as its defaults run it (cuDNN convolutions may use TF32), timed beside eager at the
+# problem's precision for fp32 problems with convolutions (verify/baseline.py); never the scores' basis.
+EAGER_DEFAULTS = "eager_defaults"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ProblemTraits:

@@ -4,7 +4,6 @@ the sm_90a instruction evidence the verifier collects by cross-compiling."""
 from __future__ import annotations
 
 import importlib.util
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,10 @@ from kernelwright.generate.families.gemm import GemmFamily
 from kernelwright.generate.families.gemm.family import smem_bytes
 from kernelwright.generate.families.gemm.model import Atom, regroup
 from kernelwright.generate.graph import capture
-from kernelwright.generate.plan import plan
+from kernelwright.generate.plan import Plan, plan
 from kernelwright.records import Status
+
+from .conftest import write_problem
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "problems"
 
@@ -41,6 +42,22 @@ def _opcodes(verdict) -> dict[str, int]:
 
 # The space's FMA configurations of an fp32 GEMM (after the 3xTF32 ones it leads with): IEEE, B copied N-major.
 FMA = {"precision": "ieee", "kmajor": False, "b_tile": "kn", "b_copy": True}
+
+
+def _matmul_group(tmp_path: Path, name: str, a: str, b: str) -> tuple[Plan, object]:
+    """The plan of ``a @ b`` over inputs ``a`` and ``b`` (constructor expressions), and its one group."""
+    the_plan = plan(capture(write_problem(tmp_path, name, f"""
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return a @ b
+
+        def get_inputs():
+            return [{a}, {b}]
+
+        def get_init_inputs():
+            return []
+    """)), [GemmFamily()])
+    return the_plan, the_plan.groups[0]
 
 
 def test_linear_on_3d_input_fp32_ieee_at_a_second_shape(check, tmp_path: Path) -> None:
@@ -362,20 +379,9 @@ def test_space_policy_and_shared_memory_pruning(tmp_path: Path) -> None:
     assert not any(c["BLOCK_N"] == 256 for c in ada)  # nothing wide to put first there
     assert not any(c.get("variant") == "tma" for c in ada)  # and no tensor-memory accelerator
     # A skinny GEMM makes enough 128 x 256 tiles (32768 x 16: 256 of them) but would mask 15/16 of each.
-    skinny = tmp_path / "skinny.py"
-    skinny.write_text("import torch\nimport torch.nn as nn\n" + textwrap.dedent("""
-        class Model(nn.Module):
-            def forward(self, a, b):
-                return a @ b
-
-        def get_inputs():
-            return [torch.randn(32768, 64, dtype=torch.float16), torch.randn(64, 16, dtype=torch.float16)]
-
-        def get_init_inputs():
-            return []
-    """))
-    thin = plan(capture(skinny), [family])
-    assert family.space(thin.graph, thin.groups[0], "sm_90a")[0]["BLOCK_N"] == 128
+    thin, g_thin = _matmul_group(tmp_path, "skinny", "torch.randn(32768, 64, dtype=torch.float16)",
+                                 "torch.randn(64, 16, dtype=torch.float16)")
+    assert family.space(thin.graph, g_thin, "sm_90a")[0]["BLOCK_N"] == 128
 
     strict = family.space(fp32.graph, g_fp32, "sm_90a")
     # fp32 without --allow-tf32: 3xTF32 first (fp32-accurate, on tensor cores), operands K-major; on Hopper its TMA
@@ -392,20 +398,7 @@ def test_space_policy_and_shared_memory_pruning(tmp_path: Path) -> None:
     assert {c["precision"] for c in volta} == {"ieee"}
     source = family.render(fp32.graph, g_fp32, strict[1], "kw_gemm_0").source
     assert 'input_precision="tf32x3"' in source and "mat_a, mat_b, K = kw_gemm_0_k_major(mat_a, mat_b, pad=True)" in source
-    odd_file = tmp_path / "odd_fp32.py"
-    odd_file.write_text("import torch\nimport torch.nn as nn\n" + textwrap.dedent("""
-        class Model(nn.Module):
-            def forward(self, a, b):
-                return a @ b
-
-        def get_inputs():
-            return [torch.randn(256, 293), torch.randn(293, 512)]
-
-        def get_init_inputs():
-            return []
-    """))
-    odd = plan(capture(odd_file), [family])
-    (g_odd,) = odd.groups
+    odd, g_odd = _matmul_group(tmp_path, "odd_fp32", "torch.randn(256, 293)", "torch.randn(293, 512)")
     first = family.space(odd.graph, g_odd, "sm_90a")[:2]  # K = 293: the pointer form, K padded, before TMA
     assert [c.get("variant", "pointer") for c in first] == ["pointer", "tma"]
     tf32 = family.space(fp32.graph, g_fp32, "sm_90a", Policy(allow_tf32=True))
@@ -441,8 +434,6 @@ def test_integer_matmul_stays_in_pytorch(tmp_path: Path) -> None:
 def test_index_values_from_a_run_time_start_stay_in_pytorch(tmp_path: Path) -> None:
     # `arange(m, 2 * m)` and `arange(2 * m)[-m:]` start at a size: the tile coordinates plus the example's m would be
     # wrong at any other m, so those index values are read from PyTorch's tensors (a review found it, 2026-12-02).
-    from .conftest import write_problem
-
     path = write_problem(tmp_path, "sized_start", """
         class Model(nn.Module):
             def forward(self, a, b):
@@ -509,20 +500,8 @@ def test_k_major_operands_padded_to_sixteen_element_k(tmp_path: Path, monkeypatc
 def test_split_k_order_for_large_k(tmp_path: Path) -> None:
     """6_Matmul_with_large_K's shape (256 x 256 from K = 524288, fp32): the 128 x 128 tile in 32 shares first (about
     one program an SM: 1.236 ms on the H200 against 1.539 for the 64 x 64 tile in 16, 2026-12-04), then 64 x 64."""
-    problem = tmp_path / "large_k.py"
-    problem.write_text("import torch\nimport torch.nn as nn\n" + textwrap.dedent("""
-        class Model(nn.Module):
-            def forward(self, a, b):
-                return a @ b
-
-        def get_inputs():
-            return [torch.randn(256, 524288, device="meta"), torch.randn(524288, 256, device="meta")]
-
-        def get_init_inputs():
-            return []
-    """))
-    family = GemmFamily()
-    the_plan = plan(capture(problem), [family])
-    space = family.space(the_plan.graph, the_plan.groups[0], "sm_90a")
+    the_plan, group = _matmul_group(tmp_path, "large_k", 'torch.randn(256, 524288, device="meta")',
+                                    'torch.randn(524288, 256, device="meta")')
+    space = GemmFamily().space(the_plan.graph, group, "sm_90a")
     assert [(c["BLOCK_M"], c["BLOCK_N"], c.get("split_k")) for c in space[:2]] == [(128, 128, 32), (64, 64, 16)]
     assert all(c["precision"] == "tf32x3" and c.get("variant", "pointer") == "pointer" for c in space[:2])

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.bench import scores
-from kernelwright.bench.rows import BASELINE_LABELS, BASELINES, EAGER_DEFAULTS
+from kernelwright.bench.rows import BASELINE_LABELS, BASELINES
+from kernelwright.records import EAGER_DEFAULTS
 
 SCHEMA = "kernelwright-bench/1"
 NOT_TIMED = ("Nothing was timed: no GPU was used, so this report shows correctness and coverage only (every "

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kernelwright.records import Severity, Status
+from kernelwright.records import EAGER_DEFAULTS, Severity, Status
 
 if TYPE_CHECKING:
     from kernelwright.inspect.analysis import KernelSummary
@@ -26,9 +26,6 @@ NO_SOLUTION = "no-solution"  # --solutions: nothing in the folder matches this p
 
 BASELINES = ("eager", "compile", "compile_max_autotune")
 BASELINE_LABELS = {"eager": "eager", "compile": "torch.compile", "compile_max_autotune": "max-autotune"}
-# Beside eager for fp32 problems that run convolutions (verify/baseline.py): not a ratio of the scores, which
-# compare at the problem's precision.
-EAGER_DEFAULTS = "eager_defaults"
 
 
 def _tensor_classes(instructions: Sequence[KernelSummary]) -> list[str]:

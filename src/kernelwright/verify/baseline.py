@@ -18,17 +18,18 @@ from kernelwright.isolation.protocol import (
     Measurement,
     Note,
 )
+from kernelwright.records import EAGER_DEFAULTS
 from kernelwright.verify import runtime
 
 if TYPE_CHECKING:
     from kernelwright.isolation.process import ChildRun
 
 COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
-# Eager as PyTorch's defaults run it: cuDNN convolutions may use TF32 (``torch.backends.cudnn.allow_tf32`` is True
-# unless a user turns it off; matmuls stay IEEE). The verifier times eager at the problem's precision — the fair
-# comparison — and, for an fp32 problem whose forward runs convolutions, this one beside it: what a user comparing
-# with their own eager sees (issue 29: a conv at 1.25x IEEE eager was 0.54x this).
-EAGER_DEFAULTS = "eager_defaults"
+# EAGER_DEFAULTS (records.py): eager as PyTorch's defaults run it — cuDNN convolutions may use TF32
+# (``torch.backends.cudnn.allow_tf32`` is True unless a user turns it off; matmuls stay IEEE). The verifier times
+# eager at the problem's precision — the fair comparison — and, for an fp32 problem whose forward runs
+# convolutions, this one beside it: what a user comparing with their own eager sees (issue 29: a conv at 1.25x IEEE
+# eager was 0.54x this).
 
 
 def runs_fp32_convolutions(model: Any, inputs: Any) -> bool:
@@ -43,15 +44,16 @@ def runs_fp32_convolutions(model: Any, inputs: Any) -> bool:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
             if "convolution" in func.__name__ and any(
                     isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
-                Watch.found = True
+                self.found = True
             return func(*args, **(kwargs or {}))
 
+    watch = Watch()
     try:
-        with torch.no_grad(), Watch():
+        with torch.no_grad(), watch:
             model(*inputs)
     except Exception:  # noqa: BLE001 - the eager baseline reports a forward that fails
         return False
-    return Watch.found
+    return watch.found
 
 
 def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:

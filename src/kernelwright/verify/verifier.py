@@ -30,7 +30,7 @@ from kernelwright.hardware.local import resolve_device
 from kernelwright.isolation import protocol
 from kernelwright.isolation.process import ChildRun, discard_prestarted, prestart_child, run_child
 from kernelwright.problem.files import CandidateFile, ProblemFile, read_candidate, read_problem
-from kernelwright.records import Finding, ProblemTraits, Severity, Status
+from kernelwright.records import EAGER_DEFAULTS, Finding, ProblemTraits, Severity, Status
 from kernelwright.verify import compare, tensors, trials
 from kernelwright.verify.findings import (
     INTEGRITY_CODES,
@@ -630,7 +630,7 @@ class _Verification(TrialJudging):
         speedups: dict[str, float] = {}
         cand = timing.get("candidate")
         if cand:
-            for name in ("eager", "eager_defaults", "compile", "compile_max_autotune"):
+            for name in ("eager", EAGER_DEFAULTS, "compile", "compile_max_autotune"):
                 other = timing.get(name)
                 if other and cand.median_ms > 0:
                     speedups[f"vs_{name}"] = other.median_ms / cand.median_ms

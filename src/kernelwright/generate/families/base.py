@@ -75,6 +75,11 @@ def planning_arch(arch: str | None) -> str:
     return arch if arch is not None else config.arch
 
 
+def next_pow2(n: int) -> int:
+    """The least power of two at or above ``n`` (1 for 0 or 1): a block size tl.arange can take."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
 def sm_count(arch: str) -> int:
     """The streaming multiprocessors of the largest GPU of ``arch`` in the hardware knowledge base (132 for sm_90a:
     H100 SXM and H200; 108 for sm_80: A100), or :data:`FALLBACK_SM_COUNT` where it lists no GPU of that arch."""

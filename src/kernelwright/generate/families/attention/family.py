@@ -18,6 +18,7 @@ from kernelwright.generate.families.base import (
     Rendered,
     has_tma,
     make_group,
+    next_pow2,
 )
 from kernelwright.generate.graph import Node, ProblemGraph
 from kernelwright.hardware import arch_spec
@@ -132,7 +133,7 @@ class AttentionFamily:
 
 
 def _block_dim(size: int) -> int:
-    return max(16, 1 << max(0, size - 1).bit_length())
+    return max(16, next_pow2(size))
 
 
 def _scale_is_head_dim(scale: float, head_dim: int) -> bool:

@@ -87,6 +87,10 @@ class ConvFamily:
                          "num_stages": 4, "precision": "half"},
                         {"variant": "tma", "BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8,
                          "num_stages": 3, "precision": "half"}]
+        # Channels-last first where a group has the channels to fill a K block (a transposed one's weight is
+        # [C_in, C_out / groups, *taps]); NCHW first with fewer.
+        wide = (weight[0] // group_roles.groups if group_roles.transposed else weight[1]) >= 16
+        first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
         if dtype == torch.float32:
             # fp32 IEEE dots run on the FMA units: modest tiles keep the accumulator and operands in registers.
             tiles = [(64, 64, 16, 4, 2, "nchw", "ieee"), (128, 64, 16, 8, 2, "nchw", "ieee"),
@@ -102,8 +106,6 @@ class ConvFamily:
                 # channels-last where it has channels enough to fill a K block (transposed ones too: their
                 # filter, [C_in, C_out / groups, *taps], is laid out the same way). Before the FMA tiles; a lead,
                 # not yet timed on the H200 for convolutions.
-                wide = (weight[0] // group_roles.groups if group_roles.transposed else weight[1]) >= 16
-                first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
                 tiles = [(128, 128, 32, 8, 3, first, "tf32x3"), (128, 64, 32, 4, 3, first, "tf32x3"),
                          (64, 64, 32, 4, 3, second, "tf32x3"), *tiles]
         else:
@@ -112,9 +114,6 @@ class ConvFamily:
             # write of it) so that the patch loads run along channels: 128-bit loads instead of the 16-bit gathers
             # along NCHW rows seen in the sm_90a SASS. With few input channels (per group) the NCHW gather wastes
             # less, so it goes first there.
-            # a transposed one's weight is [C_in, C_out / groups, *taps]
-            wide = (weight[0] // group_roles.groups if group_roles.transposed else weight[1]) >= 16
-            first, second = ("nhwc", "nchw") if wide else ("nchw", "nhwc")
             tiles = [(128, 128, 64, 8, 3, first, "half"), (128, 128, 64, 8, 3, second, "half"),
                      (128, 64, 64, 4, 3, first, "half"), (128, 128, 32, 8, 4, first, "half"),
                      (64, 64, 32, 4, 3, first, "half")]

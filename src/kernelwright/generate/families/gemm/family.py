@@ -129,10 +129,16 @@ def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[dict[st
 _SPLIT_MIN_K_STEPS = 64  # K steps a tile would walk alone before splitting pays for the workspace pass
 
 
+def _mkn(plan: GemmPlan) -> tuple[int, int, int]:
+    """The GEMM's M, K and N at the traced sizes."""
+    (m, k), n = (dim_size(d) for d in plan.a.dims[-2:]), dim_size(plan.b.dims[-1])
+    return m, k, n
+
+
 def _split_k_first(configs: list[dict[str, object]], plan: GemmPlan, arch: str) -> list[dict[str, object]]:
     if plan.batched:
         return configs
-    (m, k), n = (dim_size(d) for d in plan.a.dims[-2:]), dim_size(plan.b.dims[-1])
+    m, k, n = _mkn(plan)
     pointer = next((c for c in configs if c.get("variant", "pointer") == "pointer"), None)
     if pointer is None:
         return configs
@@ -171,8 +177,7 @@ def _tf32x3_space(arch: str, plan: GemmPlan) -> list[dict[str, object]]:
     if not has_tma(arch):
         return pointer
     tma = {**_config(_TF32X3_CONFIGS[0], "tf32x3"), "kmajor": True, "variant": "tma"}
-    (m, k), n = (dim_size(d) for d in plan.a.dims[-2:]), dim_size(plan.b.dims[-1])
-    if m % 16 == 0 and n % 16 == 0 and k % 16 == 0:
+    if all(size % 16 == 0 for size in _mkn(plan)):
         return [tma, *pointer]
     return [pointer[0], tma, *pointer[1:]]
 

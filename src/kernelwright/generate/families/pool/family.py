@@ -3,10 +3,18 @@ sizes."""
 
 from __future__ import annotations
 
-from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.base import (
+    DEFAULT_POLICY,
+    Config,
+    Group,
+    Policy,
+    Rendered,
+    make_group,
+    next_pow2,
+)
 from kernelwright.generate.families.pool.growing import absorb_epilogue, absorb_prologue
 from kernelwright.generate.families.pool.matching import match_pooling
-from kernelwright.generate.families.pool.writing import rows_apply, triton_taps, write
+from kernelwright.generate.families.pool.writing import rows_apply, write
 from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "pool"
@@ -33,11 +41,10 @@ class PoolFamily:
         if not rows_apply(pool, group.detail["prologue"]):
             return lanes
         # The rows variant (averages, and maxima without indices): (BLOCK outputs, TAPS) tiles, about 16 elements a
-        # thread. A lane an output reads its
-        # taps ``stride`` elements apart across a warp (45_Average_Pooling_2D: 11 floats, 44 bytes; 0.63x eager
-        # at 6.455 ms, H200, 2026-12-03): where that gather is 16 bytes or wider the rows go first. A lead, not
-        # yet timed.
-        taps = triton_taps(pool.kernel[-1])
+        # thread. A lane an output reads its taps ``stride`` elements apart across a warp (45_Average_Pooling_2D: 11
+        # floats, 44 bytes; 0.63x eager at 6.455 ms, H200, 2026-12-03): where that gather is 16 bytes or wider the
+        # rows go first. A lead, not yet timed.
+        taps = next_pow2(pool.kernel[-1])
         rows: list[Config] = [{"variant": "rows", "BLOCK": max(16, 16 * 32 * w // taps), "num_warps": w}
                               for w in (4, 8)]
         itemsize = graph.info(pool.x).dtype.itemsize

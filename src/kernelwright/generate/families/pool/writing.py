@@ -28,11 +28,6 @@ def rows_apply(pool: Pooling, prologue: Sequence[str]) -> bool:
     return (pool.kind == "avg" or pool.indices is None) and not prologue
 
 
-def triton_taps(width: int) -> int:
-    """The rows variant's tile width for a window ``width`` taps wide (a power of two, as tl.arange needs)."""
-    return 1 << max(0, width - 1).bit_length()
-
-
 class _Writer:
     """Source for one pooling group and one configuration."""
 
@@ -59,7 +54,7 @@ class _Writer:
         if self.rows and not rows_apply(self.pool, self.prologue):
             raise ValueError("pool config variant='rows': for average pooling or max pooling without indices, "
                              "with no prologue; use 'lanes'")
-        self.taps = triton_taps(self.pool.kernel[-1])
+        self.taps = base.next_pow2(self.pool.kernel[-1])  # the rows variant's tile width
 
     def _source_mode(self, v: str) -> str:
         """How a source is read; one of the pooled tensor's own shape never as a scalar, even of one element (a

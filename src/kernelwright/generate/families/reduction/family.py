@@ -13,6 +13,7 @@ from kernelwright.generate.families.base import (
     Policy,
     Rendered,
     make_group,
+    next_pow2,
     planning_arch,
     sm_count,
 )
@@ -38,13 +39,9 @@ def split_programs(arch: str) -> int:
     return 1 << (SPLIT_PROGRAMS_PER_SM * sm_count(arch)).bit_length() - 1
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
-
-
 def _warps(elements: int, lo: int = 1, hi: int = 16) -> int:
     """About 16 fp32 values a thread: enough bytes in flight without spilling (a lead, not yet measured)."""
-    return max(lo, min(hi, _pow2(max(elements // 512, 1))))
+    return max(lo, min(hi, next_pow2(max(elements // 512, 1))))
 
 
 class ReductionFamily:
@@ -72,7 +69,7 @@ class ReductionFamily:
         spec: Spec = group.detail["spec"]
         max_warps = max(1, min(32, arch_spec(arch).max_threads_per_block // 32))
         _, n_red, n_inner = spec.layout.sizes()
-        p = _pow2(n_red)
+        p = next_pow2(n_red)
         configs: list[dict[str, Any]] = []
 
         def add(strategy: str, warps: int, **sizes: int | None) -> None:
@@ -83,7 +80,7 @@ class ReductionFamily:
         if spec.layout.kind == "strided":
             # Outputs along the contiguous inner dim (64 fp32 = 256 B per reduced index, coalesced); the chunk of
             # the reduced dim fills the tile.
-            bm = min(_pow2(n_inner), 64)
+            bm = min(next_pow2(n_inner), 64)
             chunk = min(max(4096 // bm, 1), max(p // 4, 1))
             if p * bm <= 8192:
                 add("single", _warps(p * bm, 1, 8), block_m=bm, block_n=None)
@@ -126,19 +123,19 @@ class ReductionFamily:
             return configs
         loop = next(c for c in configs if c["strategy"] == "loop")
         n_outer, n_red, n_inner = spec.layout.sizes()
-        block_n = min(loop["block_n"], _pow2(n_red))
+        block_n = min(loop["block_n"], next_pow2(n_red))
         if spec.layout.kind == "strided":
-            programs = n_outer * -(-n_inner // min(loop["block_m"], _pow2(n_inner)))
+            programs = n_outer * -(-n_inner // min(loop["block_m"], next_pow2(n_inner)))
         else:
             programs = -(-n_outer // max(loop["tile"] // block_n, 1))
         split = {**loop, "strategy": "split", "programs": split_programs(arch)}
         splits = [split]
-        if spec.layout.kind == "strided" and _pow2(n_inner) > split["block_m"]:
+        if spec.layout.kind == "strided" and next_pow2(n_inner) > split["block_m"]:
             # Wider along the contiguous dim: 256 outputs a program (1 KiB of fp32 a reduced index) instead of 64.
             # Measured (scripts/family_sweep.py --grid, do_bench, H200, 2026-12-02, run 30): min over dim 0 of
             # [8192, 4096] fp32 0.0862 -> 0.0556 ms (block_n 64, 1024 programs; best of 18 configurations), sum over
             # dim 1 of [64, 4096, 256] 0.0937 -> 0.0794 ms (best 0.0781 at block_m 64, block_n 16).
-            splits.insert(0, {**split, "block_m": min(_pow2(n_inner), 256)})
+            splits.insert(0, {**split, "block_m": min(next_pow2(n_inner), 256)})
             # Fewer registers a program, more programs an SM: Inductor's min_dim0 kernel (scripts/inductor_code.py,
             # run 46, H200, 2026-12-03) reduced 32 shares of 256 rows in 32.2 us against our 43.0 us partial
             # kernel (a [64 x 256] tile over 8 warps, one program an SM). Swept (family_sweep.py --grid block_m x
@@ -147,8 +144,8 @@ class ReductionFamily:
             # shape (64 x 8, 2,048 programs) 0.0502; the same 64 x 64 tile over 8 warps 0.0615 (0.0508 pipelined
             # 3 stages deep); the wide tile above 0.0555. Through the verifier (run 48) the 64 x 64, 4-warp split
             # won at 0.0472 (the wide one: 0.0552 in run 33): first.
-            narrow = [{**split, "block_m": min(_pow2(n_inner), 64), "num_warps": 4},
-                      {**split, "block_m": min(_pow2(n_inner), 64), "block_n": min(16, _pow2(n_red)), "num_warps": 4}]
+            narrow = [{**split, "block_m": min(next_pow2(n_inner), 64), "num_warps": 4},
+                      {**split, "block_m": min(next_pow2(n_inner), 64), "block_n": min(16, next_pow2(n_red)), "num_warps": 4}]
             splits = [*narrow, *(c for c in splits if c not in narrow)]
             splits = [c for i, c in enumerate(splits) if c not in splits[:i]]
         if programs < 2 * sm_count(arch) and n_red >= 4 * block_n:
