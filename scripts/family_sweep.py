@@ -100,9 +100,10 @@ def widened(space: list[dict], grid: dict[str, list]) -> list[dict]:
 
 
 def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
-          grid: dict[str, list] | None = None) -> list[dict]:
+          grid: dict[str, list] | None = None, backend: str = "all") -> list[dict]:
     import torch
 
+    from kernelwright.generate.cuda import on_backend
     from kernelwright.generate.emit import emit
     from kernelwright.generate.graph import capture
     from kernelwright.generate.plan import load_families, plan
@@ -110,7 +111,7 @@ def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
     families = {f.name: f for f in load_families()}
     graph = capture(problem)
     the_plan = plan(graph, list(families.values()), arch=arch)
-    spaces = [widened([dict(c) for c in families[g.family].space(graph, g, arch)], grid or {})
+    spaces = [widened([dict(c) for c in on_backend(families[g.family].space(graph, g, arch), backend)], grid or {})
               for g in the_plan.groups]
     reference, model, inputs = _reference(problem, device, f"ref_{problem.stem}")
 
@@ -226,6 +227,8 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1, nothing timed")
     parser.add_argument("--db", type=Path, default=None,
                         help="a bench's run database: compare each problem's verified search winner with the sweep")
+    parser.add_argument("--backend", choices=("triton", "cuda", "all"), default="all",
+                        help="the back ends' configurations to sweep (cuda: the CUDA C++ ones alone)")
     parser.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
                         help="sweep these values over the groups' configurations (a wider space than the family's)")
     args = parser.parse_args()
@@ -237,7 +240,7 @@ def main() -> int:
     for problem in args.problems:
         started = time.time()
         try:
-            rows = sweep(problem, args.out, args.configs, args.arch, args.device, grid)
+            rows = sweep(problem, args.out, args.configs, args.arch, args.device, grid, args.backend)
             results += rows
             chosen = search_choice(args.db, problem.stem) if args.db else None
             if chosen is not None:

@@ -229,6 +229,9 @@ KNOBS: dict[str, Setting] = _table(
     Setting("child_memory_gb", number(), 0.0,
             "address-space limit for CPU-only children (0: three quarters of this machine's memory; <0: none)"),
     Setting("arch", text, "sm_90a", "arch whose instructions are summarised when no GPU is present"),
+    Setting("backend", choice("triton", "cuda", "all"), "all",
+            "template back ends the search tries: triton, cuda (CUDA C++ with inline PTX, where a family has it) or "
+            "all"),
 )
 
 _llm = functools.partial(Setting, table=LLM_TABLE)

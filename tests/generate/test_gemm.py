@@ -372,7 +372,10 @@ def test_space_policy_and_shared_memory_pruning(tmp_path: Path) -> None:
     # first two again as the cp.async variant (measured slower in run 37, kept for the shapes TMA cannot take).
     assert h200[0]["variant"] == "tma" and (h200[1]["num_stages"], h200[1]["warp_specialize"]) == (4, True)
     assert (h200[2]["BLOCK_M"], h200[2]["BLOCK_N"], h200[2]["variant"]) == (128, 128, "tma")
-    assert [c.get("variant", "pointer") for c in h200[-2:]] == ["pointer", "pointer"]
+    triton = [c for c in h200 if c.get("backend") != "cuda"]
+    assert [c.get("variant", "pointer") for c in triton[-2:]] == ["pointer", "pointer"]
+    # The CUDA C++ kernels (tests/generate/test_gemm_cuda.py) after every Triton configuration: untimed leads.
+    assert [c.get("variant") for c in h200[len(triton):]] == ["wgmma", "wgmma", "mma_sync"]
     assert len(h200) >= 2 and all(smem_bytes(c, 2) <= 227 * 1024 for c in h200)
     ada = family.space(half.graph, g_half, "sm_89")  # 99 KiB a block: the 144 KiB configurations go
     assert all(smem_bytes(c, 2) <= 101376 for c in ada) and len(ada) < len(h200)

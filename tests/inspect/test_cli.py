@@ -120,3 +120,41 @@ RAW_SOFTMAX = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Con
 "1","1","python3","gpu0","softmax_kernel","1","7","(128, 1, 1)","(4096, 1, 1)","0","9.0","16,777,216","16,777,216",\
 "10,800"
 '''
+
+
+@pytest.mark.skipif(not _has_nvcc(), reason="nvcc not installed")
+def test_diff_shows_what_changed_from_a_to_b(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same kernel (by name) as scalar and as 128-bit loads: the diff names the load widths, the opcodes and
+    the resources that moved, and the finding only one side has."""
+    scalar, vector = tmp_path / "scalar.cu", tmp_path / "vector.cu"
+    scalar.write_text('extern "C" __global__ void copy(const float* x, float* y, int n) {\n'
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i];\n}\n")
+    vector.write_text('extern "C" __global__ void copy(const float4* x, float4* y, int n) {\n'
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n / 4) y[i] = x[i];\n}\n")
+    args = ["inspect", str(scalar), "--diff", str(vector), "--arch", "sm_90a", "--dominant", "memory",
+            "--dtype", "float32", "--threads", "256"]
+    assert main([*args, "--json"]) == 0
+    diff = json.loads(capsys.readouterr().out)["diff"]
+    (kernel,) = [d for d in diff if "a" in d]
+    assert kernel["a"] == kernel["b"] == "copy" and kernel["arch"] == "sm_90a"
+    assert kernel["load_bits"] == {"32": [1, 0], "128": [0, 1]}
+    assert any(op.startswith("LDG") for op in kernel["opcodes"])
+    assert {"findings": {"only_a": ["scalar-global-access"], "only_b": []}} in diff
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"A {scalar}" and "copy  sm_90a" in out
+    assert "loads       128 0 -> 1 (+1), 32 1 -> 0 (-1)" in out or "loads       32 1 -> 0 (-1), 128 0 -> 1 (+1)" in out
+    assert "only in A: scalar-global-access" in out
+
+
+def test_diff_of_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    import argparse
+
+    from kernelwright.errors import InputError
+    from kernelwright.inspect.cli import add_arguments, run
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    (tmp_path / "a.ptx").write_text("")
+    with pytest.raises(InputError, match="does not exist"):
+        run(parser.parse_args([str(tmp_path / "a.ptx"), "--diff", str(tmp_path / "b.ptx")]))

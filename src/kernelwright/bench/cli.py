@@ -133,6 +133,7 @@ def _run(args: argparse.Namespace) -> int:
                                            allow_reduced_precision=args.allow_reduced_precision),
                              baselines=args.baselines, jobs=jobs, executor=args.executor, gpus=gpus,
                              ray_address=args.ray_address, sanitize=args.sanitize, resume=args.resume,
+                             backend=args.backend,
                              db_path=args.db,
                              solutions=args.solutions is not None,
                              llm={"strategy": args.strategy, "samples": args.samples, "model": args.model,

@@ -77,8 +77,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
     if s["exploits"]:
         lines.append("Exploits (scored as failures): " + "; ".join(f"{n} ({f})" for n, f in s["exploits"]) + ".")
     lines += ["", "| problem | status | kernelwright ms | eager ms | compile ms | max-autotune ms | vs eager "
-              "| vs compile | vs max-autotune | % floor | SOL | tensor cores | in PyTorch | finding |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| vs compile | vs max-autotune | % floor | SOL | tensor cores | back end | in PyTorch | finding |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     holds = doc.get("gpu_lock_holds") or {}
     if holds:  # after the table: where a parallel bench's time on the one GPU went
         lines[-2:-2] = ["GPU lock (`--jobs`: measurements alone on the device, other work shared), holds of 1 s or "
@@ -98,7 +98,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
             f"{t('eager', sp['eager'], '.2f', 'x')} | {t('compile', sp['compile'], '.2f', 'x')} | "
             f"{t('compile_max_autotune', sp['compile_max_autotune'], '.2f', 'x')} | "
             f"{_f(r['percent_of_floor'], '.0f')} | {_f(r['sol_score'], '.2f')} | "
-            f"{', '.join(r['tensor_core']) or '-'} | {r['uncovered'][:60].replace('|', '/') or '-'} | "
+            f"{', '.join(r['tensor_core']) or '-'} | {', '.join(r.get('backends') or []) or '-'} | "
+            f"{r['uncovered'][:60].replace('|', '/') or '-'} | "
             f"{finding.replace('|', '/')} |")
     defaults = [r for r in doc["problems"] if (r.get("ms") or {}).get(EAGER_DEFAULTS)]
     if defaults:  # the eager a user runs, beside the one the ratios above use

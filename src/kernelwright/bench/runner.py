@@ -58,13 +58,15 @@ class BenchSettings:
     solutions: bool = False  # score outside ModelNew files (each problem's .solution) instead of optimizing
     llm: dict[str, Any] = field(default_factory=dict)  # the LLM generator's options (--generator llm|hybrid)
     sanitize: tuple[str, ...] | None = None  # compute-sanitizer tools (VerifyOptions.sanitize; None: its default)
+    backend: str | None = None  # template back ends (--backend; None: the backend setting)
 
     def key_fields(self) -> dict[str, Any]:
         """What, besides the problem, the solution and the machine, decides a row."""
         llm = {k: v for k, v in self.llm.items() if k != "base_url"}  # where the model is served is not the result
         return {"generator": self.generator, "llm": llm, "budget_per_problem_s": self.budget_per_problem_s,
                 "arch": self.arch, **self.policy.to_json(), "baselines": list(self.baselines),
-                **({"sanitize": list(self.sanitize)} if self.sanitize is not None else {})}
+                **({"sanitize": list(self.sanitize)} if self.sanitize is not None else {}),
+                **({"backend": self.backend} if self.backend is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,7 @@ def _search_inputs(task: Task) -> tuple[Any, Path, Any]:
 
 
 def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    from kernelwright.generate.cuda import config_backend
     from kernelwright.hardware.local import target_arch
     from kernelwright.search.optimize import optimize
     from kernelwright.search.progress import Progress
@@ -300,7 +303,7 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
     result = optimize(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s, device=settings.device,
                       arch=target_arch(settings.device, settings.arch), policy=policy, evaluator=evaluator,
                       progress=Progress(stream=io.StringIO()), db_path=settings.db_path,
-                      verify_allowance_s=settings.verify_limit_s)
+                      verify_allowance_s=settings.verify_limit_s, backend=settings.backend)
     families = [g.family for g in result.plan.groups]
     uncovered = result.plan.describe()[-1] if result.plan.uncovered else ""
     base = {"name": problem.name, "path": str(problem.path), "mode": "optimize"}
@@ -315,6 +318,7 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
                                 families=families, uncovered=uncovered), {}
     row = rows.row_from_verdict(best.verdict, **base, families=families, uncovered=uncovered, wall_s=wall,
                                 best_py=str(out / "best.py"), report_md=str(out / "report.md"))
+    row["backends"] = sorted({config_backend(c) for c in best.candidate.configs})  # the winner's: triton, cuda
     if result.interrupted:
         row["status"] = rows.INTERRUPTED
     return row, _measured_baselines(best.verdict, task)

@@ -120,7 +120,10 @@ def _pow(a: Value, exponent: Any) -> str:
 
 
 class PointwiseEmitter:
-    """Emits Triton statements for pointwise nodes, one variable per node."""
+    """Emits Triton statements for pointwise nodes, one variable per node. A subclass writing another language
+    (the CUDA back end's C++) sets its own ``handlers`` table, filled with :func:`registrar`."""
+
+    handlers: dict[str, Any] = {}  # this module's table, set below
 
     def __init__(self, prefix: str = "v") -> None:
         self.lines: list[str] = []
@@ -139,7 +142,7 @@ class PointwiseEmitter:
         return literal(value)
 
     def emit(self, node: Node, env: dict[str, Value]) -> Value:
-        handler = _HANDLERS.get(node.op)
+        handler = self.handlers.get(node.op)
         if handler is None:
             raise Unsupported(f"aten.{node.op}")
         return handler(self, node, env)
@@ -157,15 +160,24 @@ def supported(node: Node) -> bool:
 
 _Handler = Callable[[PointwiseEmitter, Node, dict[str, Value]], Value]
 _HANDLERS: dict[str, _Handler] = {}
+PointwiseEmitter.handlers = _HANDLERS
 
 
-def _handles(*ops: str) -> Callable[[_Handler], _Handler]:
-    def register(fn: _Handler) -> _Handler:
-        for op in ops:
-            _HANDLERS[op] = fn
-        return fn
+def registrar(table: dict[str, Any]) -> Callable[..., Callable[[_Handler], _Handler]]:
+    """``@handles("add", "sub")``: a decorator entering a handler in ``table`` under each aten name."""
 
-    return register
+    def handles(*ops: str) -> Callable[[_Handler], _Handler]:
+        def register(fn: _Handler) -> _Handler:
+            for op in ops:
+                table[op] = fn
+            return fn
+
+        return register
+
+    return handles
+
+
+_handles = registrar(_HANDLERS)
 
 
 def _args(e: PointwiseEmitter, node: Node, env: dict[str, Value], n: int) -> list[Value]:
@@ -271,17 +283,22 @@ def _softplus(e: PointwiseEmitter, node: Node, env: dict[str, Value]) -> Value:
                            f"({_log1p(f'tl.exp({a.expr} * {beta!r})')}) / {beta!r})", torch.float32)
 
 
+def clamp_bounds(node: Node) -> tuple[Any, Any]:
+    """(low, high) of a hardtanh/clamp/clamp_min/clamp_max node, None for a side without a bound."""
+    if node.op == "clamp_min":
+        return node.args[1], None
+    if node.op == "clamp_max":
+        return None, node.args[1]
+    default = (-1.0, 1.0) if node.op == "hardtanh" else (None, None)
+    lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min", default[0])
+    hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max", default[1])
+    return lo, hi
+
+
 @_handles("hardtanh", "clamp", "clamp_min", "clamp_max")
 def _clamp(e: PointwiseEmitter, node: Node, env: dict[str, Value]) -> Value:
     (a,) = _args(e, node, env, 1)
-    if node.op == "clamp_min":
-        lo, hi = node.args[1], None
-    elif node.op == "clamp_max":
-        lo, hi = None, node.args[1]
-    else:
-        default = (-1.0, 1.0) if node.op == "hardtanh" else (None, None)
-        lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min", default[0])
-        hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max", default[1])
+    lo, hi = clamp_bounds(node)
     expr = a.expr
     if lo is not None:
         expr = _nan_max(expr, e.arg(lo, env).expr)

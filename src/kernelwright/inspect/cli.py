@@ -4,6 +4,7 @@
     kernelwright inspect kernel.cu --arch sm_80,sm_90a,sm_100a --dominant matmul --dtype float16
     kernelwright inspect build/my_ext.so          # a CUDA extension, a .cubin, a .fatbin, a .o or a .ptx file
     kernelwright inspect my_matmul.py --problem problems/matmul.py --executed      # GPU + Nsight Compute
+    kernelwright inspect a.py --diff b.py --problem problems/matmul.py   # what changed in the SASS from A to B
 
 Exit status: 0 when the inspection ran (whatever it found), 1 when the input did not compile, 2 for bad input or a
 missing tool (one line naming the fix).
@@ -43,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executed", action="store_true",
                         help="also run the candidate under Nsight Compute (GPU) and report executed counts")
     parser.add_argument("--opcodes", type=int, default=8, help="top opcodes to list per kernel (text output)")
+    parser.add_argument("--diff", type=Path, metavar="B",
+                        help="a second input inspected the same way: show what changed from the first to it "
+                             "(registers, spills, shared memory, instruction classes and opcodes, kernel by kernel)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -50,9 +54,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    path: Path = args.path
+    if args.diff is not None:
+        if args.executed:
+            raise InputError("--diff compares the compiled code: leave out --executed")
+        before, after = inspect_input(args, args.path), inspect_input(args, args.diff)
+        changes = diff_reports(before, after)
+        if args.json:
+            print(json.dumps({"a": before, "b": after, "diff": changes}, indent=2, default=str))
+        else:
+            print(render_diff(before, after, changes, top_opcodes=args.opcodes))
+        return 1 if any(not c.get("ok", True) for r in (before, after) for c in r["compile"]) else 0
+    report = inspect_input(args, args.path)
+    failed = any(not c.get("ok", True) for c in report["compile"])
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(render(report, top_opcodes=args.opcodes))
+    return 1 if failed else 0
+
+
+def inspect_input(args: argparse.Namespace, path: Path) -> dict[str, Any]:
+    """The inspection report of ``path`` under ``args`` (arch, kernel, problem ...)."""
     if not path.exists():
         raise InputError(f"{path} does not exist")
+    args = argparse.Namespace(**{**vars(args), "path": path})
     suffix = path.suffix.lower()
     if args.executed and suffix != ".py":
         raise InputError("--executed needs a .py candidate (with --problem) that kernelwright can run under ncu")
@@ -65,13 +90,85 @@ def run(args: argparse.Namespace) -> int:
         _inspect_binary(args, report)
     else:
         raise InputError(f"cannot inspect {path.name}: expected a .py candidate, .cu, .ptx, .cubin, .fatbin, .o or .so")
+    return report
 
-    failed = any(not c.get("ok", True) for c in report["compile"])
-    if args.json:
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        print(render(report, top_opcodes=args.opcodes))
-    return 1 if failed else 0
+
+# ------------------------------------------------------------------------------------------------ diff
+
+_SCALARS = ("registers", "shared_bytes", "stack_bytes", "spill_store_bytes", "spill_load_bytes", "instruction_count")
+
+
+def _pairs(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[tuple[dict | None, dict | None]]:
+    """Kernels of A and B side by side, per arch: by name where the names match, else in launch order (a
+    candidate's kernels are named after its groups, so two configurations of a problem usually match by name)."""
+    pairs: list[tuple[dict | None, dict | None]] = []
+    for arch in dict.fromkeys([k["arch"] for k in before] + [k["arch"] for k in after]):
+        a = [k for k in before if k["arch"] == arch]
+        b = [k for k in after if k["arch"] == arch]
+        names = {k["name"] for k in b}
+        for k in [k for k in a if k["name"] in names]:
+            pairs.append((k, next(x for x in b if x["name"] == k["name"])))
+        matched = {k["name"] for k in a if k["name"] in names}
+        rest_a = [k for k in a if k["name"] not in matched]
+        rest_b = [k for k in b if k["name"] not in matched]
+        for i in range(max(len(rest_a), len(rest_b))):
+            pairs.append((rest_a[i] if i < len(rest_a) else None, rest_b[i] if i < len(rest_b) else None))
+    return pairs
+
+
+def _delta(a: dict[str, int], b: dict[str, int]) -> dict[str, tuple[int, int]]:
+    keys = dict.fromkeys([*a, *b])
+    changed = {k: (a.get(k, 0), b.get(k, 0)) for k in keys if a.get(k, 0) != b.get(k, 0)}
+    return dict(sorted(changed.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0])))
+
+
+def diff_reports(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per kernel pair: the resources that changed (before, after), the instruction classes and opcodes whose
+    counts changed (largest change first), and the findings only one side has."""
+    changes = []
+    for a, b in _pairs(before.get("kernels", []), after.get("kernels", [])):
+        entry: dict[str, Any] = {"arch": (a or b)["arch"], "a": a and a["name"], "b": b and b["name"]}
+        if a is not None and b is not None:
+            entry["resources"] = {k: (a.get(k), b.get(k)) for k in _SCALARS if a.get(k) != b.get(k)}
+            entry["classes"] = _delta(a.get("histogram_by_class", {}), b.get("histogram_by_class", {}))
+            entry["opcodes"] = _delta(a.get("histogram_by_opcode", {}), b.get("histogram_by_opcode", {}))
+            entry["load_bits"] = _delta({str(k): v for k, v in a.get("global_load_bits", {}).items()},
+                                        {str(k): v for k, v in b.get("global_load_bits", {}).items()})
+            occ_a, occ_b = a.get("occupancy") or {}, b.get("occupancy") or {}
+            if occ_a.get("warps_per_sm") != occ_b.get("warps_per_sm"):
+                entry["resources"]["warps_per_sm"] = (occ_a.get("warps_per_sm"), occ_b.get("warps_per_sm"))
+        changes.append(entry)
+    codes_a = {f["code"] for f in before.get("findings", [])}
+    codes_b = {f["code"] for f in after.get("findings", [])}
+    if codes_a != codes_b:
+        changes.append({"findings": {"only_a": sorted(codes_a - codes_b), "only_b": sorted(codes_b - codes_a)}})
+    return changes
+
+
+def render_diff(before: dict[str, Any], after: dict[str, Any], changes: list[dict[str, Any]], *,
+                top_opcodes: int = 8) -> str:
+    lines = [f"A {before['input']}", f"B {after['input']}"]
+    for entry in changes:
+        if "findings" in entry:
+            f = entry["findings"]
+            lines.append(f"findings    only in A: {', '.join(f['only_a']) or '-'}; only in B: "
+                         f"{', '.join(f['only_b']) or '-'}")
+            continue
+        if entry["a"] is None or entry["b"] is None:
+            side, name = ("B", entry["b"]) if entry["a"] is None else ("A", entry["a"])
+            lines.append(f"{name}  {entry['arch']}: only in {side}")
+            continue
+        title = entry["a"] if entry["a"] == entry["b"] else f"{entry['a']} -> {entry['b']}"
+        lines.append(f"{title}  {entry['arch']}")
+        res = entry["resources"]
+        lines.append("  resources   " + (", ".join(f"{k} {x} -> {y}" for k, (x, y) in res.items()) or "unchanged"))
+        for label, key in (("classes", "classes"), ("opcodes", "opcodes"), ("loads", "load_bits")):
+            items = list(entry[key].items())[:top_opcodes]
+            text = ", ".join(f"{k} {x} -> {y} ({y - x:+d})" for k, (x, y) in items)
+            lines.append(f"  {label:<11} {text or 'unchanged'}")
+    if not changes:
+        lines.append("no kernels to compare")
+    return "\n".join(lines)
 
 
 def _archs(args: argparse.Namespace, *, default_from_gpu: bool = True) -> list[str]:

@@ -44,10 +44,14 @@ class CandidateBuilder:
 
 
 def template_builder(problem: str | Path, directory: Path, *, arch: str, policy: Policy = DEFAULT_POLICY,
-                     families: Iterable[Family] | None = None) -> tuple[Plan, CandidateBuilder]:
-    """Capture and plan ``problem``; a builder of candidate files over the families' configuration spaces. Raises
+                     families: Iterable[Family] | None = None,
+                     backend: str | None = None) -> tuple[Plan, CandidateBuilder]:
+    """Capture and plan ``problem``; a builder of candidate files over the families' configuration spaces, kept to
+    ``backend``'s (``triton``, ``cuda`` or ``all``; None: the ``backend`` setting). Raises
     :class:`~kernelwright.errors.InputError` when the problem cannot be captured or no template covers any of it."""
+    from kernelwright.config import config
     from kernelwright.errors import UnsupportedProblem
+    from kernelwright.generate.cuda import on_backend
     from kernelwright.generate.graph import capture
     from kernelwright.generate.plan import load_families, plan
 
@@ -59,7 +63,8 @@ def template_builder(problem: str | Path, directory: Path, *, arch: str, policy:
         ops = sorted({graph.node(n).op for n in the_plan.uncovered}) or ["(none)"]
         raise UnsupportedProblem(f"no template covers any part of {graph.problem.path.name} (aten {', '.join(ops)}); "
                          "use --generator llm for it")
-    spaces = [by_name[g.family].space(graph, g, arch, policy) for g in the_plan.groups]
+    chosen = backend or config.backend
+    spaces = [on_backend(by_name[g.family].space(graph, g, arch, policy), chosen) for g in the_plan.groups]
     return the_plan, CandidateBuilder(the_plan, by_name, spaces, directory, title=_title(graph.problem.path))
 
 

@@ -63,6 +63,9 @@ def add_target_arguments(p: argparse.ArgumentParser) -> None:
     """The target arch and the precision policy (``optimize``, ``bench``)."""
     p.add_argument("--arch", default=None, help="target arch for the instruction summary (default: the GPU's, else "
                                                 "sm_90a)")
+    p.add_argument("--backend", choices=("triton", "cuda", "all"), default=None,
+                   help="template back ends to search: triton, cuda (CUDA C++ with inline PTX: wgmma/TMA on sm_90a, "
+                        "mma.sync/cp.async on sm_80, where a family has it) or all (default: the backend setting, all)")
     p.add_argument("--allow-tf32", action="store_true", help="let fp32 problems use TF32 tensor cores")
     p.add_argument("--allow-reduced-precision", action="store_true",
                    help="let fp32 problems compute in fp16/bf16 (the verifier's tolerance relaxes to match)")
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         status = _run_llm(args, out, policy, forward_budget)
     else:
         result = optimize(args.problem, out_dir=out, budget_s=forward_budget, device=args.device, arch=args.arch,
-                          policy=policy, progress=Progress())
+                          policy=policy, progress=Progress(), backend=args.backend)
         if args.json:
             print(summary_json(result))
         else:
@@ -145,7 +148,7 @@ def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline:
         return 0
     try:
         result = optimize(problem.path, out_dir=folder, budget_s=left, device=args.device, arch=args.arch,
-                          policy=policy, progress=Progress())
+                          policy=policy, progress=Progress(), backend=getattr(args, "backend", None))
     except InputError as exc:  # a backward with no compute (a sum's is an expand), or none a template covers
         print(f"backward: {exc}; the op's backward stays the reference's", file=sys.stderr)
         return 0

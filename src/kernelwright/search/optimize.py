@@ -180,8 +180,9 @@ def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, prog
 def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.0, device: str | None = None,
              arch: str | None = None, policy: Policy = DEFAULT_POLICY, evaluator: Evaluator | None = None,
              progress: Progress | None = None, families: Iterable[Family] | None = None,
-             db_path: Path | None = None, verify_allowance_s: float = 0.0) -> OptimizeResult:
-    """Search the template space for ``problem``; write the results to ``out_dir`` and the run database
+             db_path: Path | None = None, verify_allowance_s: float = 0.0,
+             backend: str | None = None) -> OptimizeResult:
+    """Search the template space for ``problem`` (``backend``: the back ends tried, as ``--backend``); write the results to ``out_dir`` and the run database
     (``db_path``, default ``config.cache_dir / "runs.sqlite"``). ``budget_s`` covers the search and the
     finalists' verifies; with ``verify_allowance_s`` (a bench, which wants whole rows) the search has the budget
     and a finalist's verify may run that much longer. Raises :class:`~kernelwright.errors.InputError`
@@ -198,7 +199,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
     made = not out.exists()
     try:
         the_plan, builder = template_builder(problem, out / "candidates", arch=arch, policy=policy,
-                                             families=families)
+                                             families=families, backend=backend)
     except BaseException:
         if made:  # a run that never started leaves no empty folder behind
             shutil.rmtree(out, ignore_errors=True)

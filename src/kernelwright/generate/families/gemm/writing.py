@@ -440,6 +440,33 @@ class _Writer:
             terms.append(repr(number))
         return f"x_{v} = {' + '.join(terms)}  # {self.graph.node(v).op}: an index value, computed, not read"
 
+    def operand_views(self, tile_shape: str) -> tuple[list[str], list[str]]:
+        """Launcher lines giving each epilogue operand its view at the tile's shape (expanded, reshaped, checked
+        where a traced size of 1 hid a broadcast), and the stride arguments the kernel reads them through."""
+        plan, (m, n) = self.plan, (self.local["M"], self.local["N"])
+        anchor_level = plan.levels[plan.anchor]
+        lines: list[str] = []
+        stride_args: list[str] = []
+        for v in self.operands:
+            mode, assumes_row, assumes_col = self.modes[v]
+            if mode == "scalar":
+                continue
+            level = plan.operand_levels[v]
+            local = f"{v}_tile"
+            if level == anchor_level:
+                lines.append(f"    {local} = {v}.expand{tile_shape}")
+            else:
+                lines.append(f"    {local} = {v}.expand{self.shape(level)}.reshape{tile_shape}")
+            if assumes_row:
+                lines.append(f'    assert {m} == 1 or {local}.stride(-2) == 0, "{v}: generated as a row"')
+            if assumes_col:
+                lines.append(f'    assert {n} == 1 or {local}.stride(-1) == 0, "{v}: generated as a column"')
+            if plan.batched:
+                stride_args.append(f"{local}.stride(0)")
+            stride_args += {"row": [f"{local}.stride(-1)"], "col": [f"{local}.stride(-2)"],
+                            "tile": [f"{local}.stride(-2)", f"{local}.stride(-1)"]}[mode]
+        return lines, stride_args
+
     def launcher(self, kernel: str, tma: bool = False, split: bool = False) -> list[str]:
         graph, plan, cfg, L = self.graph, self.plan, self.config, self.local
         a, b, m, n, k, batch = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"], L["batch"]
@@ -482,26 +509,8 @@ class _Writer:
                           f"            {b} = {b}.contiguous()"]
             lines.append(f"        {a}, {b} = {self.ident}_aligned({a}), {self.ident}_aligned({b})")
         tile_shape = f"({batch}, {m}, {n})" if plan.batched else f"({m}, {n})"
-        anchor_level = plan.levels[plan.anchor]
-        stride_args: list[str] = []
-        for v in self.operands:
-            mode, assumes_row, assumes_col = self.modes[v]
-            if mode == "scalar":
-                continue
-            level = plan.operand_levels[v]
-            local = f"{v}_tile"
-            if level == anchor_level:
-                lines.append(f"    {local} = {v}.expand{tile_shape}")
-            else:
-                lines.append(f"    {local} = {v}.expand{self.shape(level)}.reshape{tile_shape}")
-            if assumes_row:
-                lines.append(f'    assert {m} == 1 or {local}.stride(-2) == 0, "{v}: generated as a row"')
-            if assumes_col:
-                lines.append(f'    assert {n} == 1 or {local}.stride(-1) == 0, "{v}: generated as a column"')
-            if plan.batched:
-                stride_args.append(f"{local}.stride(0)")
-            stride_args += {"row": [f"{local}.stride(-1)"], "col": [f"{local}.stride(-2)"],
-                            "tile": [f"{local}.stride(-2)", f"{local}.stride(-1)"]}[mode]
+        views, stride_args = self.operand_views(tile_shape)
+        lines += views
         for o in self.outputs:
             lines.append(f"    out_{o} = torch.empty({self.shape(plan.levels[o])}, "
                          f"dtype={graph.info(o).dtype}, device={plan.a.source}.device)")
