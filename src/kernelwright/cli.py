@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "export": "kernelwright.export.cli",
     "bench": "kernelwright.bench.cli",
     "config": "kernelwright.config_cli",
+    "model": "kernelwright.costmodel.cli",
 }
 
 EXIT_BAD_INPUT = 2
