@@ -113,3 +113,28 @@ def test_bad_inputs_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "lightgbm", None)
     with pytest.raises(InputError, match=r"kernelwright\[costmodel\]"):
         cm.train(data)
+
+
+def test_search_ranker_puts_the_rule_first_and_keeps_the_top_part(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from kernelwright.costmodel.ranker import KEEP_MIN, SearchRanker, search_ranker
+
+    data = load([_database(tmp_path / "runs.sqlite")])
+    model = cm.train(data)
+    assert model.meta["families"] == ["gemm"]
+    candidates = []
+    for i, (bm, warps) in enumerate(CONFIGS):
+        path = tmp_path / f"c{i}.py"
+        path.write_text(_source(bm, warps))
+        candidates.append(SimpleNamespace(path=path, config=(bm, warps)))
+    ranker = SearchRanker(model, "sm_90a")
+    ordered = ranker.order(candidates, "gemm")
+    assert ordered[0].config == (128, 8)  # the rule's best
+    assert len(ordered) == max(KEEP_MIN, len(CONFIGS) // 2) + 1  # the top half and one explorer
+    assert len({id(c) for c in ordered}) == len(ordered)
+    assert ranker.order(candidates, "conv") == candidates  # a family it never saw: the templates' order
+    assert search_ranker("sm_90a", enabled=False) is None
+    assert search_ranker("sm_90a", path=tmp_path / "none.txt") is None  # no model trained: plain order
+    model.save(tmp_path / "m" / "model.txt")
+    assert isinstance(search_ranker("sm_90a", path=tmp_path / "m" / "model.txt"), SearchRanker)

@@ -696,3 +696,33 @@ def test_reduced_sizes_second_pass_shrinks_small_sizes_only_when_needed(tmp_path
     assert min(overrides.values()) >= 4 and overrides["depth"] < 12 and overrides["batch_size"] < 8
     # Where the first pass reaches the budget, nothing below 16 moves.
     assert set(reduced_sizes(problem, max_elements=1 << 21, max_conv_steps=1 << 30)) == {"height", "width"}
+
+
+def test_the_cost_model_orders_each_groups_alternatives(problem: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a ranker (a trained cost model), a group's alternatives are timed in its order and only what it keeps;
+    --no-model (use_model=False) times them in the templates' order."""
+    import kernelwright.costmodel.ranker as ranker_module
+
+    class Reversed:
+        families = {"any"}
+
+        def order(self, candidates, family):
+            return list(reversed(candidates))[:2]  # the model's top two, last configuration first
+
+    asked = []
+    monkeypatch.setattr(ranker_module, "search_ranker", lambda arch, enabled=True: asked.append(enabled) or (
+        Reversed() if enabled else None))
+    clock = _fake_clock(monkeypatch)
+    stub = StubEvaluator(times={}, clock=clock, step_s=1.0)
+    optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=3600.0, evaluator=stub,
+             verify_allowance_s=100.0)
+    plain = StubEvaluator(times={}, clock=clock, step_s=1.0)
+    optimize(problem, out_dir=tmp_path / "plain", device="cpu", budget_s=3600.0, evaluator=plain,
+             verify_allowance_s=100.0, use_model=False)
+    assert asked == [True, False]
+    assert len(plain.seen) >= 4, "the problem's space must have alternatives to order"
+    assert stub.seen[0] == 0 and len(stub.seen) == 3  # the default, then the ranker's two
+    alternatives = plain.seen[1:]
+    assert stub.seen[1] > stub.seen[2]  # in the ranker's (reversed) order
+    assert alternatives == sorted(alternatives)  # the templates' order

@@ -133,7 +133,7 @@ def _run(args: argparse.Namespace) -> int:
                                            allow_reduced_precision=args.allow_reduced_precision),
                              baselines=args.baselines, jobs=jobs, executor=args.executor, gpus=gpus,
                              ray_address=args.ray_address, sanitize=args.sanitize, resume=args.resume,
-                             backend=args.backend,
+                             backend=args.backend, use_model=args.use_model,
                              db_path=args.db,
                              solutions=args.solutions is not None,
                              llm={"strategy": args.strategy, "samples": args.samples, "model": args.model,

@@ -59,6 +59,7 @@ class BenchSettings:
     llm: dict[str, Any] = field(default_factory=dict)  # the LLM generator's options (--generator llm|hybrid)
     sanitize: tuple[str, ...] | None = None  # compute-sanitizer tools (VerifyOptions.sanitize; None: its default)
     backend: str | None = None  # template back ends (--backend; None: the backend setting)
+    use_model: bool = True  # the cost model orders the search's configurations (--no-model: the templates' order)
 
     def key_fields(self) -> dict[str, Any]:
         """What, besides the problem, the solution and the machine, decides a row."""
@@ -66,7 +67,8 @@ class BenchSettings:
         return {"generator": self.generator, "llm": llm, "budget_per_problem_s": self.budget_per_problem_s,
                 "arch": self.arch, **self.policy.to_json(), "baselines": list(self.baselines),
                 **({"sanitize": list(self.sanitize)} if self.sanitize is not None else {}),
-                **({"backend": self.backend} if self.backend is not None else {})}
+                **({"backend": self.backend} if self.backend is not None else {}),
+                **({"cost_model": False} if not self.use_model else {})}
 
 
 @dataclass(frozen=True)
@@ -303,7 +305,8 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
     result = optimize(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s, device=settings.device,
                       arch=target_arch(settings.device, settings.arch), policy=policy, evaluator=evaluator,
                       progress=Progress(stream=io.StringIO()), db_path=settings.db_path,
-                      verify_allowance_s=settings.verify_limit_s, backend=settings.backend)
+                      verify_allowance_s=settings.verify_limit_s, backend=settings.backend,
+                      use_model=settings.use_model)
     families = [g.family for g in result.plan.groups]
     uncovered = result.plan.describe()[-1] if result.plan.uncovered else ""
     base = {"name": problem.name, "path": str(problem.path), "mode": "optimize"}

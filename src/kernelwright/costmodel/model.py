@@ -97,7 +97,8 @@ def train(data: Dataset, *, seed: int = 0, rows: Sequence[Row] | None = None) ->
     booster = lgb.train(params, train_set, num_boost_round=200)
     meta = {"features": names, "rows": len(ordered), "groups": len(groups), "data_digest": data.digest,
             "sources": list(data.sources), "trained": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "lightgbm": lgb.__version__, "problems": sorted({r.problem for r in ordered})}
+            "lightgbm": lgb.__version__, "problems": sorted({r.problem for r in ordered}),
+            "families": sorted({f for r in ordered for f in r.family.split("+")})}
     return RankModel(booster=booster, features=names, meta=meta)
 
 

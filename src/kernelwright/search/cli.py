@@ -63,6 +63,9 @@ def add_target_arguments(p: argparse.ArgumentParser) -> None:
     """The target arch and the precision policy (``optimize``, ``bench``)."""
     p.add_argument("--arch", default=None, help="target arch for the instruction summary (default: the GPU's, else "
                                                 "sm_90a)")
+    p.add_argument("--no-model", dest="use_model", action="store_false",
+                   help="time configurations in the templates' order, not the cost model's (kernelwright model "
+                        "train; without a trained model the order is the templates' anyway)")
     p.add_argument("--backend", choices=("triton", "cuda", "all"), default=None,
                    help="template back ends to search: triton, cuda (CUDA C++ with inline PTX: wgmma/TMA on sm_90a, "
                         "mma.sync/cp.async on sm_80, where a family has it) or all (default: the backend setting, all)")
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         status = _run_llm(args, out, policy, forward_budget)
     else:
         result = optimize(args.problem, out_dir=out, budget_s=forward_budget, device=args.device, arch=args.arch,
-                          policy=policy, progress=Progress(), backend=args.backend)
+                          policy=policy, progress=Progress(), backend=args.backend, use_model=args.use_model)
         if args.json:
             print(summary_json(result))
         else:
@@ -148,7 +151,8 @@ def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline:
         return 0
     try:
         result = optimize(problem.path, out_dir=folder, budget_s=left, device=args.device, arch=args.arch,
-                          policy=policy, progress=Progress(), backend=getattr(args, "backend", None))
+                          policy=policy, progress=Progress(), backend=getattr(args, "backend", None),
+                          use_model=getattr(args, "use_model", True))
     except InputError as exc:  # a backward with no compute (a sum's is an expand), or none a template covers
         print(f"backward: {exc}; the op's backward stays the reference's", file=sys.stderr)
         return 0

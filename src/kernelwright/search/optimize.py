@@ -136,8 +136,10 @@ def group_order(the_plan: Plan) -> list[int]:
 
 
 def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, progress: Progress,
-          outcomes: dict[int, Outcome], record: _RunRecord) -> Candidate:
-    """Time candidates until ``deadline``, one configuration group at a time; return the default candidate."""
+          outcomes: dict[int, Outcome], record: _RunRecord, ranker: Any = None) -> Candidate:
+    """Time candidates until ``deadline``, one configuration group at a time; return the default candidate. With a
+    ``ranker`` (the cost model: costmodel/ranker.py), each group's alternatives are timed in its order, its top
+    part and an explorer only."""
     best_choice = [0] * len(builder.spaces)
     best_ms: float | None = None
     default = builder.build(tuple(best_choice), "default")
@@ -156,11 +158,14 @@ def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, prog
         if time.monotonic() >= deadline:
             progress.note = "(budget spent)"
             return default
-        candidates = [default] if position == 0 else []
+        alternatives = []
         for g, i in batch:
             choice = list(best_choice)
             choice[g] = i
-            candidates.append(builder.build(tuple(choice), f"group {g} config {i}"))
+            alternatives.append(builder.build(tuple(choice), f"group {g} config {i}"))
+        if ranker is not None and batch:
+            alternatives = ranker.order(alternatives, builder.plan.groups[batch[0][0]].family)
+        candidates = ([default] if position == 0 else []) + alternatives
         progress.built = builder.count
         for outcome in evaluator.time([c for c in candidates if c.index not in outcomes], deadline=deadline):
             outcomes[outcome.candidate.index] = outcome
@@ -181,7 +186,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
              arch: str | None = None, policy: Policy = DEFAULT_POLICY, evaluator: Evaluator | None = None,
              progress: Progress | None = None, families: Iterable[Family] | None = None,
              db_path: Path | None = None, verify_allowance_s: float = 0.0,
-             backend: str | None = None) -> OptimizeResult:
+             backend: str | None = None, use_model: bool = True) -> OptimizeResult:
     """Search the template space for ``problem`` (``backend``: the back ends tried, as ``--backend``); write the results to ``out_dir`` and the run database
     (``db_path``, default ``config.cache_dir / "runs.sqlite"``). ``budget_s`` covers the search and the
     finalists' verifies; with ``verify_allowance_s`` (a bench, which wants whole rows) the search has the budget
@@ -208,8 +213,14 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
     record = _RunRecord(Path(problem), arch=arch, device=device, policy=policy, budget_s=budget_s, out=out,
                         db_path=db_path)
     try:
+        ranker = None
+        if evaluator.timed:  # the cost model orders what a GPU times (costmodel/ranker.py; --no-model: not)
+            from kernelwright.costmodel.ranker import search_ranker
+
+            ranker = search_ranker(arch, enabled=use_model)
         result = _search(the_plan, builder, evaluator, progress, record, started=started, budget_s=budget_s,
-                         out=out, arch=arch, device=device, policy=policy, verify_allowance_s=verify_allowance_s)
+                         out=out, arch=arch, device=device, policy=policy, verify_allowance_s=verify_allowance_s,
+                         ranker=ranker)
     except BaseException as exc:
         record.fail(exc)
         raise
@@ -219,7 +230,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
 
 def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, progress: Progress,
             record: _RunRecord, *, started: float, budget_s: float, out: Path, arch: str, device: str,
-            policy: Policy, verify_allowance_s: float = 0.0) -> OptimizeResult:
+            policy: Policy, verify_allowance_s: float = 0.0, ranker: Any = None) -> OptimizeResult:
     """Tune (on a GPU), verify the finalists fastest first, write the outputs; Ctrl-C still writes the best so far."""
     outcomes: dict[int, Outcome] = {}
     interrupted = False
@@ -235,7 +246,7 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
     deadline = max(deadline, started + 0.25 * budget_s)
     try:
         if evaluator.timed:
-            default = _tune(builder, evaluator, deadline, progress, outcomes, record)
+            default = _tune(builder, evaluator, deadline, progress, outcomes, record, ranker)
             finalists = sorted((o for o in outcomes.values() if o.median_ms is not None),
                                key=lambda o: o.median_ms or 0.0)[:FINALISTS]
             if not finalists and default.index not in outcomes:
