@@ -5,6 +5,7 @@
     kernelwright inspect build/my_ext.so          # a CUDA extension, a .cubin, a .fatbin, a .o or a .ptx file
     kernelwright inspect my_matmul.py --problem problems/matmul.py --executed      # GPU + Nsight Compute
     kernelwright inspect a.py --diff b.py --problem problems/matmul.py   # what changed in the SASS from A to B
+    kernelwright inspect kernel.ptx --rewrite streaming-stores           # a PTX rewrite, assembled and diffed
 
 Exit status: 0 when the inspection ran (whatever it found), 1 when the input did not compile, 2 for bad input or a
 missing tool (one line naming the fix).
@@ -44,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executed", action="store_true",
                         help="also run the candidate under Nsight Compute (GPU) and report executed counts")
     parser.add_argument("--opcodes", type=int, default=8, help="top opcodes to list per kernel (text output)")
+    parser.add_argument("--rewrite", metavar="PASS[,PASS]",
+                        help="a .ptx input: apply these PTX rewrites (no-allocate-loads, evict-first-loads, "
+                             "evict-last-loads, streaming-stores), write the result (--out) and show the SASS diff")
+    parser.add_argument("--out", type=Path, default=None, help="--rewrite: where to write the rewritten PTX "
+                                                                "(default: beside the input, NAME.<pass>.ptx)")
     parser.add_argument("--diff", type=Path, metavar="B",
                         help="a second input inspected the same way: show what changed from the first to it "
                              "(registers, spills, shared memory, instruction classes and opcodes, kernel by kernel)")
@@ -54,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rewrite:
+        args.diff = _rewritten(args)
     if args.diff is not None:
         if args.executed:
             raise InputError("--diff compares the compiled code: leave out --executed")
@@ -71,6 +79,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(report, top_opcodes=args.opcodes))
     return 1 if failed else 0
+
+
+def _rewritten(args: argparse.Namespace) -> Path:
+    """Apply ``--rewrite`` to the .ptx input; the rewritten file's path (inspected as ``--diff``)."""
+    import sys
+
+    from kernelwright.inspect.ptx_rewrite import rewrite_all
+
+    if args.path.suffix.lower() != ".ptx" or not args.path.is_file():
+        raise InputError(f"--rewrite takes a .ptx file ({args.path} is not one): dump a kernel's PTX first "
+                         "(TRITON_KERNEL_DUMP=1, or nvcc -ptx)")
+    names = [n.strip() for n in args.rewrite.split(",") if n.strip()]
+    try:
+        result = rewrite_all(args.path.read_text(), names)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    out = args.out or args.path.with_name(f"{args.path.stem}.{result.name}.ptx")
+    out.write_text(result.ptx)
+    print(f"{result.name}: {result.changed} instruction(s) rewritten, written to {out}"
+          + "".join(f"\n  {a}\n  -> {b}" for a, b in result.examples), file=sys.stderr)
+    return out
 
 
 def inspect_input(args: argparse.Namespace, path: Path) -> dict[str, Any]:

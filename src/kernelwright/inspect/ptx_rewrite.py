@@ -1,0 +1,93 @@
+"""Named, documented rewrites of a kernel's PTX (issue 30 item 2), each assembled by ptxas for the target arch
+before it is offered: what Triton (or nvcc) wrote, with one change a kernel engineer would try by hand.
+
+==================  ==============================================================================================
+``no-allocate-loads``  global loads without an L1 qualifier get ``.L1::no_allocate``: streamed data does not evict
+                    what L1 holds for reuse (a memory-bound kernel that reads each byte once)
+``evict-first-loads``  ... get ``.L1::evict_first``: kept in L1 only until something else needs the line
+``streaming-stores``   global stores without a cache operator get ``.cs`` (cache-streaming: likely accessed once,
+                    allocated with evict-first in L1 and L2)
+``evict-last-loads``   ... get ``.L1::evict_last``: data a kernel will read again (a GEMM's operand tiles)
+==================  ==============================================================================================
+
+Each pass only adds a qualifier where the instruction has none of its kind (a Triton ``eviction_policy`` hint, an
+``.nc`` load or a ``.cg`` store stays as written); predicated instructions and vector widths are kept. A rewrite
+is a candidate like any other: :func:`rewrite_ptx` says what changed, ``kernelwright inspect A.ptx --diff B.ptx``
+shows the SASS difference, and only the verifier's timing says whether it helps (run it through
+``triton.compile`` of the PTX file, which Triton supports for ``.ptx`` sources, with the original's ``num_warps``
+and shared memory). Passes that change semantics (``.nc`` loads of data a kernel also writes) are not offered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+_LOAD = re.compile(r"(\bld\.global)((?:\.[A-Za-z0-9_:]+)*)")
+_STORE = re.compile(r"(\bst\.global)((?:\.[A-Za-z0-9_:]+)*)")
+_L1 = ("L1::",)
+_NON_COHERENT = (".nc",)
+_STORE_COP = (".wb", ".cg", ".cs", ".wt")
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    name: str
+    ptx: str
+    changed: int  # instructions rewritten
+    examples: tuple[tuple[str, str], ...]  # (before, after) of the first few
+
+
+def _qualify_loads(qualifier: str) -> Callable[[re.Match[str]], str]:
+    def apply(match: re.Match[str]) -> str:
+        head, rest = match.group(1), match.group(2)
+        if any(q in rest for q in _L1) or any(rest.startswith(q) for q in _NON_COHERENT):
+            return match.group(0)
+        return f"{head}.{qualifier}{rest}"
+
+    return apply
+
+
+def _streaming_store(match: re.Match[str]) -> str:
+    head, rest = match.group(1), match.group(2)
+    if any(rest.startswith(q) for q in _STORE_COP) or "L1::" in rest or "L2::" in rest:
+        return match.group(0)
+    return f"{head}.cs{rest}"
+
+
+PASSES: dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = {
+    "no-allocate-loads": (_LOAD, _qualify_loads("L1::no_allocate")),
+    "evict-first-loads": (_LOAD, _qualify_loads("L1::evict_first")),
+    "evict-last-loads": (_LOAD, _qualify_loads("L1::evict_last")),
+    "streaming-stores": (_STORE, _streaming_store),
+}
+
+
+def rewrite_ptx(ptx: str, name: str) -> Rewrite:
+    """``ptx`` with the pass ``name`` applied (instructions only: directives and comments untouched)."""
+    if name not in PASSES:
+        raise ValueError(f"no PTX rewrite {name!r}: use one of {', '.join(PASSES)}")
+    pattern, replace = PASSES[name]
+    out, changed, examples = [], 0, []
+    for line in ptx.splitlines(keepends=True):
+        code = line.split("//", 1)[0]
+        if not code.strip() or code.lstrip().startswith("."):
+            out.append(line)
+            continue
+        new = pattern.sub(replace, line)
+        if new != line:
+            changed += 1
+            if len(examples) < 3:
+                examples.append((line.strip(), new.strip()))
+        out.append(new)
+    return Rewrite(name=name, ptx="".join(out), changed=changed, examples=tuple(examples))
+
+
+def rewrite_all(ptx: str, names: Sequence[str]) -> Rewrite:
+    """Several passes in order, as one rewrite (``changed``: the instructions any of them changed)."""
+    text, changed, examples = ptx, 0, []
+    for name in names:
+        step = rewrite_ptx(text, name)
+        text, changed, examples = step.ptx, changed + step.changed, [*examples, *step.examples]
+    return Rewrite(name="+".join(names), ptx=text, changed=changed, examples=tuple(examples[:3]))
