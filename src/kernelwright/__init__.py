@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__version__ = "0.1.0"
+from kernelwright.version import __version__
 
 __all__ = ["__version__", "load"]
 

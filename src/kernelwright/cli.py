@@ -17,15 +17,15 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from kernelwright import __version__
 from kernelwright.errors import KernelwrightError
+from kernelwright.version import __version__
 
 # subcommand -> module that implements it (imported only when chosen)
 COMMANDS: dict[str, str] = {
     "optimize": "kernelwright.search.cli",
     "generate": "kernelwright.search.generate_cli",
     "verify": "kernelwright.verify.cli",
-    "inspect": "kernelwright.inspect.cli",
+    "inspect": "kernelwright.verify.inspect_cli",
     "hw": "kernelwright.hardware.cli",
     "runs": "kernelwright.search.runs_cli",
     "export": "kernelwright.export.cli",

@@ -232,6 +232,12 @@ KNOBS: dict[str, Setting] = _table(
     Setting("backend", choice("triton", "cuda", "all"), "all",
             "template back ends the search tries: triton, cuda (CUDA C++ with inline PTX, where a family has it) or "
             "all"),
+    # Set by bench for the processes it starts (each worker and its children inherit them); a user sets them to make
+    # separate kernelwright commands on one GPU take turns measuring.
+    Setting("gpu_lock", text, None, "file lock the processes sharing a GPU take turns on for their measurements "
+                                    "(unset: no lock; bench sets one per GPU)"),
+    Setting("gpu_lock_holds", text, None, "where long holds of the GPU lock are logged (unset: beside the lock)"),
+    Setting("profile_jobs", text, None, "a folder: every isolated child job writes its cProfile there (diagnostic)"),
 )
 
 _llm = functools.partial(Setting, table=LLM_TABLE)

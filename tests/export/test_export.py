@@ -97,7 +97,7 @@ def test_package_is_plain_source_with_a_triton_op(exported: dict[str, Any]) -> N
     module, result = exported["layernorm"]
     root = Path(module.__file__).parent
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith("__pycache__")) == [
-        "README.md", "__init__.py", "_dispatch.py", "_reference.py", "_runtime.py", "_variants", "variants.json"]
+        "README.md", "__init__.py", "_reference.py", "_runtime", "_variants", "variants.json"]
     assert (root / "_variants" / "sm_90a.py").read_text() == LAYERNORM[1].read_text()  # verbatim
     assert "dim = 64" in (root / "_reference.py").read_text()
     init = (root / "__init__.py").read_text()
@@ -111,27 +111,27 @@ def test_package_is_plain_source_with_a_triton_op(exported: dict[str, Any]) -> N
     readme = (root / "README.md").read_text()
     assert "recomputes through the reference" in readme and "torch.compile" in readme
     # the package imports nothing of kernelwright
-    for file in (root / "__init__.py", root / "_runtime.py", root / "_dispatch.py"):
+    for file in (root / "__init__.py", *sorted((root / "_runtime").glob("*.py"))):
         assert "kernelwright." not in "".join(line for line in file.read_text().splitlines()
                                               if line.startswith(("import", "from")))
 
 
 def test_runtime_files_are_verbatim_copies_that_stand_alone(exported: dict[str, Any]) -> None:
-    """Each runtime file is its kernelwright.export module, byte for byte; a sibling imported relatively keeps its
-    own file name in the package (so the import resolves in both places); the package runs without kernelwright."""
-    from kernelwright.export import runtime
-    from kernelwright.export.package import RUNTIME_FILES
+    """The package's _runtime/ is kernelwright.runtime, every file byte for byte; its files import each other only
+    relatively (so the imports resolve in both places) and never kernelwright; the package runs without kernelwright."""
+    import kernelwright.runtime
 
     module, result = exported["layernorm"]
     root = Path(module.__file__).parent
-    here = Path(runtime.__file__).parent
-    assert set(RUNTIME_FILES) <= {p.name for p in root.iterdir()}
-    for name, source in RUNTIME_FILES.items():
-        text = (root / name).read_text()
-        assert text == (here / source).read_text()
+    here = Path(kernelwright.runtime.__file__).parent
+    ours = sorted(p.name for p in here.glob("*.py"))
+    assert sorted(p.name for p in (root / "_runtime").glob("*.py")) == ours and "op.py" in ours
+    for name in ours:
+        text = (root / "_runtime" / name).read_text()
+        assert text == (here / name).read_text()
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ImportFrom) and node.level:
-                assert node.level == 1 and RUNTIME_FILES.get(f"{node.module}.py") == f"{node.module}.py", name
+                assert node.level == 1 and f"{node.module}.py" in ours, name
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 modules = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
                 assert not any(m and m.split(".")[0] == "kernelwright" for m in modules), name
@@ -160,7 +160,7 @@ def test_op_runs_the_reference_on_cpu(exported: dict[str, Any]) -> None:
 
 
 def test_module_loads_the_original_state_dict(exported: dict[str, Any]) -> None:
-    from kernelwright.export.runtime import load_module
+    from kernelwright.runtime.modules import load_module
 
     module, _ = exported["layernorm"]
     problem = load_module("kwt_layernorm_problem", LAYERNORM[0])
@@ -176,7 +176,7 @@ def test_module_loads_the_original_state_dict(exported: dict[str, Any]) -> None:
 
 
 def test_module_built_otherwise_runs_the_reference(exported: dict[str, Any]) -> None:
-    from kernelwright.export.runtime import load_module
+    from kernelwright.runtime.modules import load_module
 
     module, _ = exported["layernorm"]
     original = load_module("kwt_layernorm_problem_48", LAYERNORM[0]).Model(48)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelwright.export.runtime import VariantSpec, precision_allows, runs_on, select_variant
+from kernelwright.runtime.dispatch import VariantSpec, precision_allows, runs_on, select_variant
 
 
 def variant(arch: str, precision: str = "highest", language: str = "triton") -> VariantSpec:

@@ -13,7 +13,7 @@ import torch
 
 from kernelwright.errors import InputError
 from kernelwright.export.api import _move_into_place, export_package
-from kernelwright.export.runtime import load_module
+from kernelwright.runtime.modules import load_module
 
 from .conftest import SOFTMAX, import_package, unique_package, write_run
 

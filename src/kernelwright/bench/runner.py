@@ -91,7 +91,7 @@ def machine() -> dict[str, Any]:
     """The device and toolchain a row's figures belong to."""
     import torch
 
-    from kernelwright import __version__
+    from kernelwright.version import __version__
 
     try:
         import triton

@@ -3,9 +3,8 @@
 - ``runs``     — reading run folders (``run.json``, ``best.py``, ``verdict.json``) as variants of one op
 - ``probe``    — the op's signature and each variant's fit, found by running the code (in a child for the CLI)
 - ``package``  — rendering ``__init__.py``, ``README.md`` and ``variants.json``
-- ``runtime``  — copied into every package as ``_runtime.py``: running the op's chosen variant (torch only)
-- ``_dispatch`` — copied beside it as ``_dispatch.py`` (``runtime`` imports it relatively): which variant runs
-  where, loading a variant's code
+- every package carries :mod:`kernelwright.runtime` verbatim as ``_runtime/``: which variant runs where, running
+  it (standard library, torch and Triton only)
 - ``api``      — :func:`export_package` and :func:`load`; ``cli`` — ``kernelwright export``
 
 Importing this package imports nothing heavy; see docs/export.md.

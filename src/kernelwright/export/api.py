@@ -24,7 +24,7 @@ from typing import Any
 
 from kernelwright.errors import InputError
 from kernelwright.export.package import (
-    RUNTIME_FILES,
+    RUNTIME_FOLDER,
     PackagePlan,
     camel_case,
     is_identifier,
@@ -180,8 +180,11 @@ def _move_into_place(scratch: Path, out: Path, *, replace: bool) -> None:
 
 
 def _runtime_sources() -> dict[str, str]:
-    """The runtime files the package holds, by their name there: verbatim copies of this folder's modules."""
-    return {name: (Path(__file__).parent / module).read_text() for name, module in RUNTIME_FILES.items()}
+    """The runtime files the package holds, by their path there: every module of kernelwright.runtime, verbatim."""
+    import kernelwright.runtime
+
+    folder = Path(kernelwright.runtime.__file__).parent
+    return {f"{RUNTIME_FOLDER}/{file.name}": file.read_text() for file in sorted(folder.glob("*.py"))}
 
 
 def _plan(variants: list[RunVariant], *, package: str, op: str, scratch: Path, isolate: bool,
@@ -261,13 +264,13 @@ _LOAD_LOCK = threading.RLock()
 
 
 def _import_package(package: str, root: Path) -> Any:
-    from kernelwright.export.runtime import load_module
+    from kernelwright.runtime.modules import load_module
 
     return load_module(package, root / "__init__.py", package_dir=root)
 
 
 def list_package(path: str | Path) -> str:
     """The table ``kernelwright export --list`` prints."""
-    from kernelwright.export.runtime import format_variants
+    from kernelwright.runtime.op import format_variants
 
     return format_variants(read_variants_json(Path(path)))

@@ -1,8 +1,7 @@
 """Writing the exported package: ``__init__.py`` (the op's registration), ``README.md``, ``variants.json``.
 
-Everything rendered here is plain source a person can read; the generic machinery is ``_runtime.py`` and
-``_dispatch.py``, verbatim copies of :mod:`kernelwright.export.runtime` and :mod:`kernelwright.export._dispatch`
-(:data:`RUNTIME_FILES`).
+Everything rendered here is plain source a person can read; the generic machinery is the ``_runtime/`` folder, a
+verbatim copy of :mod:`kernelwright.runtime` (:data:`RUNTIME_FOLDER`).
 """
 
 from __future__ import annotations
@@ -15,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelwright import __version__
 from kernelwright.export.runs import RunVariant
-from kernelwright.export.runtime import PRECISION_LABELS, runs_on_text
+from kernelwright.runtime.dispatch import PRECISION_LABELS
+from kernelwright.runtime.op import runs_on_text
+from kernelwright.version import __version__
 
 FORMAT_VERSION = 1
-# The package's copies of the runtime -> the modules of kernelwright.export they copy verbatim. runtime.py imports
-# its sibling relatively (``from ._dispatch import ...``), so the sibling keeps its own file name in the package.
-RUNTIME_FILES = {"_runtime.py": "runtime.py", "_dispatch.py": "_dispatch.py"}
+# Where the package holds its verbatim copy of kernelwright.runtime (every .py file of that folder): the folder's
+# files import each other relatively, so they keep their names and resolve in both places.
+RUNTIME_FOLDER = "_runtime"
 _TYPES = {"tensor": "torch.Tensor", "int": "int", "float": "float", "bool": "bool"}
 
 
@@ -75,7 +75,7 @@ class PackagePlan:
 
     def state_args(self) -> list[str]:
         """The op's argument names for the parameters and buffers (``norm.weight`` -> ``norm_weight``)."""
-        from kernelwright.export.probe import unique_identifiers
+        from kernelwright.problem.signature import unique_identifiers
 
         taken = {i["name"] for i in self.inputs} | {"needs", "self"}
         return unique_identifiers([s["key"].replace(".", "_") for s in self.state], taken)
@@ -406,9 +406,8 @@ def render_readme(plan: PackagePlan, data: dict[str, Any]) -> str:
         "## Files",
         "",
         "- `__init__.py` — the registration, the module class, `variants()`",
-        "- `_runtime.py` — running the op's chosen variant (a copy of `kernelwright.export.runtime`)",
-        "- `_dispatch.py` — which variant runs where, and loading a variant's code (a copy of "
-        "`kernelwright.export._dispatch`)",
+        "- `_runtime/` — which variant runs where, running it, loading its code, Triton's interpreter fixes (a copy "
+        "of `kernelwright.runtime`: standard library, torch and Triton only)",
         "- `_reference.py` — the problem file, verbatim: the fallback, and what every variant was verified against",
         "- `_variants/<variant>.py` — each run's `best.py`, verbatim (a KernelBench `ModelNew` file)",
         *(["- `_variants/<variant>_backward.py` — the run's generated backward (`backward/best.py`), verbatim"]
@@ -505,7 +504,7 @@ def _compile_text(plan: PackagePlan) -> str:
 
 def write_files(root: Path, plan: PackagePlan, runtime_sources: dict[str, str]) -> None:
     """Write the package into the (empty, temporary) directory ``root``; ``runtime_sources``: the text of each
-    :data:`RUNTIME_FILES` entry, by its name in the package."""
+    runtime file, by its path in the package (``_runtime/op.py``)."""
     data = variants_json(plan)
     (root / "_variants").mkdir(parents=True, exist_ok=True)
     (root / "_reference.py").write_text(plan.runs[0].problem_source)
@@ -515,6 +514,7 @@ def write_files(root: Path, plan: PackagePlan, runtime_sources: dict[str, str]) 
         if run.backward:
             (root / "_variants" / f"{run.id}_backward.py").write_text(run.backward.source)
     for name, source in runtime_sources.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(source)
     (root / "variants.json").write_text(json.dumps(data, indent=1) + "\n")
     (root / "__init__.py").write_text(render_init(plan))

@@ -16,17 +16,15 @@ where no GPU is visible); :func:`kernelwright.load`, which imports the code anyw
 from __future__ import annotations
 
 import contextlib
-import inspect
-import keyword
 import logging
 import os
-import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from kernelwright.isolation.protocol import ExportProbeResult, ExportProbeSpec, JobError
+from kernelwright.problem.signature import forward_input_names
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +86,7 @@ def probe(spec: ExportProbeSpec | Mapping[str, Any]) -> dict[str, Any]:
     ``trace`` (bool), ``prefix`` (module-name prefix). Raises :class:`ProbeError`."""
     import torch
 
-    from kernelwright.export import runtime
+    from kernelwright import runtime
 
     spec = ExportProbeSpec.from_json(spec)
     prefix = spec.prefix or "kernelwright_export_probe"
@@ -102,7 +100,7 @@ def probe(spec: ExportProbeSpec | Mapping[str, Any]) -> dict[str, Any]:
     init_inputs = list(init_inputs) if isinstance(init_inputs, (list, tuple)) else [init_inputs]
     where, inputs, model, outputs, mutated = _run_reference(reference, init_inputs)
     state = _state_of(model)
-    names = _input_names(reference.Model, len(inputs))
+    names = forward_input_names(reference.Model, len(inputs))
     input_specs = [_input_spec(name, value, i) for i, (name, value) in enumerate(zip(names, inputs))]
     for i, spec_ in enumerate([*input_specs, *state]):
         if i in mutated:
@@ -213,45 +211,6 @@ def mode_dependent(model: Any) -> bool:
     return False
 
 
-def _input_names(model_cls: type, count: int) -> list[str]:
-    """The forward's parameter names (``input_<i>`` where the signature does not name them), as identifiers."""
-    names: list[str] = []
-    try:
-        params = list(inspect.signature(model_cls.forward).parameters.values())[1:]
-    except (TypeError, ValueError):
-        params = []
-    positional = [p.name for p in params
-                  if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    for i in range(count):
-        names.append(positional[i] if i < len(positional) else f"input_{i}")
-    return unique_identifiers(names, GENERATED_NAMES)
-
-
-# Names the generated __init__.py uses where an argument could shadow them (a forward parameter called `torch`
-# would break the package): arguments so named are renamed (`torch_1`).
-GENERATED_NAMES = frozenset({"torch", "functools", "Path", "Optional", "OpRuntime", "_reference", "_runtime", "_",
-                             "needs", "self", "ctx", "args", "kwargs", *(f"grad_{i}" for i in range(64))})
-
-
-def unique_identifiers(names: list[str], taken: set[str] | None = None) -> list[str]:
-    """``names`` made into distinct Python identifiers that are not keywords and not in ``taken``."""
-    used = set(taken or ())
-    out = []
-    for name in names:
-        ident = re.sub(r"\W", "_", name) or "arg"
-        if ident[0].isdigit():
-            ident = "_" + ident
-        if keyword.iskeyword(ident):
-            ident += "_"
-        candidate, n = ident, 1
-        while candidate in used:
-            n += 1
-            candidate = f"{ident}_{n}"
-        used.add(candidate)
-        out.append(candidate)
-    return out
-
-
 def _input_spec(name: str, value: Any, index: int) -> dict[str, Any]:
     import torch
 
@@ -298,7 +257,7 @@ def _dtype(t: Any) -> str:
 
 def _probe_variant(variant: dict[str, Any], prefix: str, init_inputs: list[Any], state: list[dict[str, Any]],
                    inputs: list[dict[str, Any]], *, trace: bool) -> dict[str, Any]:
-    from kernelwright.export import runtime
+    from kernelwright import runtime
 
     if variant["language"] != "triton":
         return {"state_map": None, "state_note": "not checked: a CUDA C++ variant is built at first use",
@@ -377,7 +336,7 @@ def _trace(module: Any, init_inputs: list[Any], state: list[dict[str, Any]], inp
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from kernelwright.export import runtime
+    from kernelwright import runtime
 
     try:
         import torch._dynamo  # noqa: F401  (its import sets torch's log levels: before ours below)

@@ -52,7 +52,7 @@ def write_backward_problem(problem_path: str | Path, out: str | Path, *, seed: i
     reference has nothing to differentiate, is random, or does not trace."""
     import torch
 
-    from kernelwright.export.probe import _input_names, unique_identifiers
+    from kernelwright.problem.signature import forward_input_names, unique_identifiers
 
     problem = read_problem(problem_path)
     name = problem.path.name
@@ -103,7 +103,7 @@ def write_backward_problem(problem_path: str | Path, out: str | Path, *, seed: i
     example = [*inputs, *[v.detach() for v in state.values()], *incoming]
     gm = _trace(backward, example, name)
 
-    input_names = _input_names(module.Model, n_in)
+    input_names = forward_input_names(module.Model, n_in)
     state_names = unique_identifiers([k.replace(".", "_") for k in keys], set(input_names))
     grad_names = unique_identifiers([f"grad_{i}" for i in range(len(incoming))], {*input_names, *state_names})
     arguments = [*input_names, *state_names, *grad_names]

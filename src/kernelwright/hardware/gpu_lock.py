@@ -36,10 +36,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-ENV = "KERNELWRIGHT_GPU_LOCK"
+ENV = "KERNELWRIGHT_GPU_LOCK"  # config's gpu_lock: children inherit it, so bench sets the variable
 # Where the long holds are logged instead of beside the lock (``<lock>.holds``): a bench task's own log, so that the
 # task can say where its time went wherever it ran (a Ray worker on another machine).
-HOLDS_ENV = "KERNELWRIGHT_GPU_LOCK_HOLDS"
+HOLDS_ENV = "KERNELWRIGHT_GPU_LOCK_HOLDS"  # config's gpu_lock_holds
 HOLD_LOG_MIN_S = 1.0  # holds at least this long are written to the lock's ``.holds`` log (where the time went)
 
 _NONE, _SHARED, _EXCLUSIVE = 0, 1, 2
@@ -118,9 +118,15 @@ class _Lock:
 _lock: _Lock | None = None
 
 
+def _path() -> str:
+    from kernelwright.config import config
+
+    return config.gpu_lock or ""
+
+
 def _get() -> _Lock | None:
     global _lock
-    path = os.environ.get(ENV, "")
+    path = _path()
     if not path:
         return None
     if _lock is None or _lock.path != path:
@@ -129,7 +135,7 @@ def _get() -> _Lock | None:
 
 
 def enabled() -> bool:
-    return bool(os.environ.get(ENV))
+    return bool(_path())
 
 
 def hold_shared(label: str = "") -> None:
@@ -144,7 +150,9 @@ def hold_shared(label: str = "") -> None:
 
 def hold_log(path: str) -> str:
     """The file the long holds of the lock at ``path`` are logged to (``HOLDS_ENV`` where it is set)."""
-    return os.environ.get(HOLDS_ENV) or path + ".holds"
+    from kernelwright.config import config
+
+    return config.gpu_lock_holds or path + ".holds"
 
 
 def hold_summary(path: str) -> dict[str, dict[str, float]]:

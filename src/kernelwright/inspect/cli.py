@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kernelwright.errors import InputError, ToolchainError
+from kernelwright.errors import InputError
 
 HELP = "show the instructions a candidate's kernels run (SASS classes, resources, occupancy) and findings"
 
@@ -112,7 +112,12 @@ def inspect_input(args: argparse.Namespace, path: Path) -> dict[str, Any]:
         raise InputError("--executed needs a .py candidate (with --problem) that kernelwright can run under ncu")
     report: dict[str, Any] = {"input": str(path), "kernels": [], "findings": [], "compile": []}
     if suffix == ".py":
-        report |= _inspect_python_candidate(args)
+        inspect_candidate = getattr(args, "inspect_candidate", None)  # verify/inspect_cli.py: the verifier runs it
+        if inspect_candidate is None:
+            raise InputError(f"{path.name}: a .py candidate is inspected by running it through the verifier; use "
+                             "`kernelwright inspect` (kernelwright.verify.inspect_cli), or inspect a .cu, .ptx, "
+                             ".cubin or .so")
+        report |= inspect_candidate(args)
     elif suffix in CUDA_SUFFIXES or suffix == ".ptx":
         _inspect_source(args, report)
     elif suffix in BINARY_SUFFIXES or ".so." in path.name:
@@ -200,7 +205,7 @@ def render_diff(before: dict[str, Any], after: dict[str, Any], changes: list[dic
     return "\n".join(lines)
 
 
-def _archs(args: argparse.Namespace, *, default_from_gpu: bool = True) -> list[str]:
+def requested_archs(args: argparse.Namespace, *, default_from_gpu: bool = True) -> list[str]:
     from kernelwright.hardware.spec import canonical_arch, known_archs
 
     if args.arch:
@@ -216,7 +221,7 @@ def _archs(args: argparse.Namespace, *, default_from_gpu: bool = True) -> list[s
     return [canonical_arch(config.arch)]
 
 
-def _traits(args: argparse.Namespace) -> Any:
+def traits(args: argparse.Namespace) -> Any:
     from kernelwright.records import Policy, ProblemTraits
 
     return ProblemTraits(
@@ -233,7 +238,7 @@ def _evaluate(summaries: list[Any], args: argparse.Namespace, arch: str) -> list
 
     several = bool(args.arch and "," in args.arch) or len({s.arch for s in summaries}) > 1
     found = []
-    for f in evaluate(summaries, _traits(args), arch):
+    for f in evaluate(summaries, traits(args), arch):
         data = f.to_json()
         data["details"] = {**(data.get("details") or {}), "arch": arch}
         if several:
@@ -245,7 +250,7 @@ def _evaluate(summaries: list[Any], args: argparse.Namespace, arch: str) -> list
 def _inspect_binary(args: argparse.Namespace, report: dict[str, Any]) -> None:
     from kernelwright.inspect.analysis import analyze_binary
 
-    archs = _archs(args, default_from_gpu=False) if args.arch else [None]
+    archs = requested_archs(args, default_from_gpu=False) if args.arch else [None]
     for arch in archs:
         summaries = analyze_binary(args.path, arch=arch, name=args.kernel)
         if args.threads:
@@ -279,9 +284,9 @@ def _inspect_source(args: argparse.Namespace, report: dict[str, Any]) -> None:
     is_ptx = args.path.suffix.lower() == ".ptx"
     if is_ptx and not args.arch:
         target = re.search(r"^\s*\.target\s+(sm_\w+)", text, re.M)
-        archs = [target.group(1)] if target else _archs(args)
+        archs = [target.group(1)] if target else requested_archs(args)
     else:
-        archs = _archs(args)
+        archs = requested_archs(args)
     torch_headers = args.torch_headers if args.torch_headers is not None else bool(re.search(r"#\s*include\s*[<\"]"
                                                                                            r"(torch|ATen|c10)/", text))
     for arch in archs:
@@ -297,47 +302,6 @@ def _inspect_source(args: argparse.Namespace, report: dict[str, Any]) -> None:
                                   origin="ptx" if is_ptx else "cuda")
         report["kernels"] += [s.to_json() for s in summaries]
         report["findings"] += _evaluate(summaries, args, arch)
-
-
-def _inspect_python_candidate(args: argparse.Namespace) -> dict[str, Any]:
-    """Kernels of a .py candidate: the verifier runs it (isolated) and returns the instruction summaries of the
-    kernels it launched, compiled for each requested arch; ``--executed`` adds Nsight Compute counts on a GPU."""
-    if args.problem is None:
-        raise InputError("a .py candidate needs --problem PROBLEM.py: its kernels are found by running it")
-    try:
-        from kernelwright.verify.verifier import VerifyOptions, verify
-    except ImportError as exc:
-        raise ToolchainError(f"inspecting a .py candidate runs it through the verifier, not available here yet "
-                             f"({exc}); inspect a .cu, .ptx, .cubin or .so instead") from None
-    from kernelwright.inspect.analysis import KernelSummary
-
-    archs = tuple(_archs(args))
-    verdict = verify(args.problem, args.path, options=VerifyOptions(inspect_archs=archs, timing=False,
-                                                                     compile_baseline=False))
-    summaries = [k if isinstance(k, KernelSummary) else KernelSummary.from_json(k) for k in verdict.instructions]
-    report: dict[str, Any] = {
-        "kernels": [k.to_json() for k in summaries],
-        "findings": [f if isinstance(f, dict) else f.to_json() for f in verdict.findings],
-        "verdict": {"status": str(getattr(verdict, "status", "")), "archs": list(archs),
-                    # kernels compiled with the arguments of a run at these sizes (no GPU: reduced for speed)
-                    "size_overrides": dict(getattr(verdict, "size_overrides", None) or {})},
-    }
-    if args.executed:
-        report["executed"] = _executed_evidence(args, summaries)
-    return report
-
-
-def _executed_evidence(args: argparse.Namespace, summaries: list[Any]) -> dict[str, Any]:
-    import sys
-
-    from kernelwright.inspect import ncu
-    from kernelwright.isolation.process import scrubbed_environment
-
-    program = [sys.executable, "-m", "kernelwright.inspect.ncu_driver", str(args.path), "--problem", str(args.problem)]
-    launches = ncu.run_ncu(program, env=scrubbed_environment())
-    merged = ncu.merge_launches(launches)
-    findings = ncu.compare(summaries, merged, _traits(args) if args.dominant else None)
-    return {"kernels": [k.to_json() for k in merged], "findings": [f.to_json() for f in findings]}
 
 
 # ------------------------------------------------------------------------------------------------ text

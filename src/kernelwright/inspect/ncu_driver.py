@@ -11,21 +11,19 @@ candidate is untrusted code), and prints nothing of its own so that ncu's CSV st
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import runpy
 import sys
 from pathlib import Path
 from types import ModuleType
 
+from kernelwright.runtime.modules import load_module
+
 
 def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    try:
+        return load_module(name, path)
+    except ImportError as exc:
+        raise SystemExit(f"cannot import {path}: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,8 +88,9 @@ def _warm_up(job: str) -> None:
     with contextlib.suppress(Exception):
         import triton  # noqa: F401 - the candidate's and the tuner's kernels compile with it
     _resolve(JOBS[job])
-    interpreting = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-    if not interpreting and os.environ.get("CUDA_VISIBLE_DEVICES", None) != "":
+    from kernelwright.runtime.interpreter import interpret_requested
+
+    if not interpret_requested() and os.environ.get("CUDA_VISIBLE_DEVICES", None) != "":
         with contextlib.suppress(Exception):
             if torch.cuda.is_available():
                 torch.empty(1, device="cuda")  # the context: some 0.5-1 s of a job's start
@@ -148,7 +149,9 @@ def main(argv: list[str]) -> int:
         from kernelwright.hardware import gpu_lock
 
         gpu_lock.hold_shared(label=job)
-    profile_dir = os.environ.get("KERNELWRIGHT_PROFILE_JOBS", "")  # a diagnostic: where each job's time goes
+    from kernelwright.config import config
+
+    profile_dir = config.profile_jobs or ""  # a diagnostic: where each job's time goes
     profiler = None
     if profile_dir:
         import cProfile

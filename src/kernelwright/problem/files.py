@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 from kernelwright.errors import InputError
+from kernelwright.runtime.modules import load_module
 
 _GLOBAL_KERNEL = re.compile(r"__global__\s+[^;{(]*?\b(\w+)\s*\(")
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
@@ -284,15 +283,4 @@ def read_candidate(path: str | Path) -> CandidateFile:
 def import_from_path(path: str | Path, module_name: str) -> ModuleType:
     """Execute a Python file as module ``module_name`` (registered in ``sys.modules`` so that Triton's and
     pickle's look-ups by module work). Only the verifier's child processes call this."""
-    path = Path(path)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    return module
+    return load_module(module_name, Path(path))

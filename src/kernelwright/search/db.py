@@ -101,8 +101,8 @@ def options_key(options: Mapping[str, Any] | Any) -> str:
 def verdict_options_key(*, device: str, policy: Any, reduced: bool) -> str:
     """The options key of a search's verdicts (``policy``: a generate ``Policy``). What, besides problem, source, arch and toolchain, changes a verdict (for the verdict cache) — including the
     verifier's own version and settings, so a stronger protocol never inherits an old "passed"."""
-    from kernelwright import __version__
     from kernelwright.config import config
+    from kernelwright.version import __version__
 
     return json.dumps({"device": device, "allow_tf32": policy.allow_tf32,
                        "allow_reduced_precision": policy.allow_reduced_precision, "reduced_sizes": reduced,

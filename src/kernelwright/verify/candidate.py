@@ -31,6 +31,7 @@ from kernelwright.isolation.protocol import (
     TrialStart,
     Weights,
 )
+from kernelwright.runtime.interpreter import install_interpreter_bf16_dot_fix, interpret_requested
 from kernelwright.verify import runtime
 
 CANDIDATE_MODULE = "kernelwright_candidate"
@@ -189,8 +190,8 @@ class _CandidateJob:
         monitor.install_audit_hook()
         recorder = self.recorder = launches.LaunchRecorder()
         recorder.install()
-        if runtime.interpreter_active():
-            launches.install_interpreter_bf16_dot_fix()
+        if interpret_requested():
+            install_interpreter_bf16_dot_fix()
             launches.install_interpreter_autotune(recorder)
         if device.type != "cuda":
             _hook_cuda_builds_without_gpu(channel, spec.arch, self.out_dir)

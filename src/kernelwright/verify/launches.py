@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 
-from kernelwright.export.runtime import install_interpreter_bf16_dot_fix  # noqa: F401 - re-exported
 from kernelwright.isolation.protocol import CandidateTrial, KernelRecord  # the records of the reports
 from kernelwright.problem.files import global_functions
 

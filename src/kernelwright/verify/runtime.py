@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
 import torch
 
 from kernelwright.records import Policy
+from kernelwright.runtime.interpreter import interpret_requested
 
 
 def configure_precision(policy: Policy) -> None:
@@ -41,10 +41,6 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def interpreter_active() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
 def device_facts(device: torch.device) -> dict[str, Any]:
     """What the verdict records about where it ran."""
     import platform
@@ -75,5 +71,5 @@ def device_facts(device: torch.device) -> dict[str, Any]:
         except Exception:
             facts["driver"] = None
     else:
-        facts.update(name=platform.processor() or platform.machine(), interpreter=interpreter_active())
+        facts.update(name=platform.processor() or platform.machine(), interpreter=interpret_requested())
     return facts

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelwright import __version__
 from kernelwright.config import config
 from kernelwright.errors import ConfigError, InputError
 from kernelwright.hardware.calibration import installed_torch_version
@@ -44,6 +43,7 @@ from kernelwright.verify.judging import UNREPORTED, TrialJudging
 from kernelwright.verify.phases import PhaseClock
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
 from kernelwright.verify.workdir import WarmWorkdir
+from kernelwright.version import __version__
 
 if TYPE_CHECKING:
     from kernelwright.inspect.analysis import KernelSummary

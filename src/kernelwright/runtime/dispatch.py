@@ -1,28 +1,21 @@
-"""Which variant of an exported op runs where, and loading a variant's code ready to launch.
+"""Which variant of an exported op runs where, and making a variant's module ready to launch.
 
-The op-independent half of the exported op's runtime (:mod:`.runtime` holds the other half, ``OpRuntime``). Like
-that module it is copied verbatim into every package ``kernelwright export`` writes, under this same file name
-(``_dispatch.py``): ``runtime`` imports it relatively (``from ._dispatch import ...``), which resolves to
-``kernelwright.export._dispatch`` here and to the package's own copy there. So it too imports only the standard
-library, torch and (lazily) triton — never kernelwright.
+The op-independent half of an exported op's runtime (:mod:`.op` holds ``OpRuntime``). Like all of
+:mod:`kernelwright.runtime` it imports only the standard library, torch and (lazily) triton, and its siblings
+relatively, so an exported package carries the folder verbatim as its ``_runtime/``.
 
 - **Choosing**: :class:`VariantSpec` (a ``variants.json`` entry), :func:`runs_on` (an arch on a compute
   capability), :func:`precision_allows`, :func:`select_variant` (the variant for a device, or None for the
-  reference); under ``TRITON_INTERPRET=1`` the interpreter's fixes (:func:`install_interpreter_bf16_dot_fix`).
-- **Loading**: :func:`load_module` (a file as a module), :func:`launched_kernels` and :func:`wrap_launches` (a
-  ``triton_op``'s kernels made visible to Inductor), :func:`build_instance` (a ``ModelNew`` ready for
-  ``torch.func.functional_call``).
+  reference).
+- **Launching**: :func:`launched_kernels` and :func:`wrap_launches` (a ``triton_op``'s kernels made visible to
+  Inductor), :func:`build_instance` (a ``ModelNew`` ready for ``torch.func.functional_call``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -111,104 +104,7 @@ def _precision_rank(precision: str) -> int:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}") from None
 
 
-def interpreting() -> bool:
-    """Whether Triton would interpret kernels decorated now (``TRITON_INTERPRET=1``)."""
-    try:
-        import triton
-
-        return bool(triton.knobs.runtime.interpret)
-    except (ImportError, AttributeError):
-        return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _check_interpreter() -> None:
-    """Triton's interpreter needs ``TRITON_INTERPRET=1`` before triton is imported: its standard library
-    (``tl.sum``, ``tl.max``, ...) is made of ``@triton.jit`` functions, interpretable only if decorated then."""
-    import triton.language as tl
-
-    if type(tl.sum).__name__ != "InterpretedFunction":
-        raise RuntimeError("TRITON_INTERPRET=1 was set after triton was imported, so Triton's interpreter cannot "
-                           "run kernels in this process; set it in the environment before Python starts (or "
-                           "unset it to run the reference on CPU tensors)")
-    install_interpreter_bf16_dot_fix()
-    _install_interpreter_first_config()
-
-
-def _install_interpreter_first_config() -> None:
-    """``triton.autotune`` with several configs benchmarks them, which needs a GPU driver: under the interpreter it
-    fails outright. The interpreter checks results, not speed, so an autotuned kernel runs its first config there
-    (the verifier instead rotates through all of them, one per trial)."""
-    try:
-        from triton.runtime.autotuner import Autotuner
-    except ImportError:
-        return
-    original = Autotuner.run
-    # the verifier's own patch (``_kernelwright_wrapped``, rotating configs across trials) takes precedence
-    if getattr(original, "_kernelwright_wrapped", False) or getattr(original, "_kernelwright_first_config", False):
-        return
-
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        configs = self.configs
-        if len(configs) <= 1:
-            return original(self, *args, **kwargs)
-        self.configs = configs[:1]
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            self.configs = configs
-
-    run._kernelwright_first_config = True  # type: ignore[attr-defined]
-    Autotuner.run = run
-
-
-def install_interpreter_bf16_dot_fix() -> bool:
-    """The Triton interpreter multiplies bf16 operands of ``tl.dot`` as raw uint16 bit patterns (garbage, seen with
-    triton 3.9); widen them to fp32 first, which is exact and what the tensor cores' fp32 accumulation computes.
-    The verifier installs it in its candidate process, and an exported op before it interprets a variant (a bf16
-    GEMM package gave 1e8-sized outputs under TRITON_INTERPRET=1 without it)."""
-    try:
-        import numpy as np
-        import triton.language as tl
-        from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
-    except ImportError:
-        return False
-    original = InterpreterBuilder.create_dot
-    if getattr(original, "_kernelwright_wrapped", False):
-        return True
-
-    def widen(h: Any) -> Any:
-        if h.dtype == tl.bfloat16:
-            return TensorHandle((h.data.astype(np.uint32) << np.uint32(16)).view(np.float32), tl.float32)
-        return TensorHandle(h.data.astype(np.float32), tl.float32)
-
-    def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any, **kwargs: Any) -> Any:
-        if a.dtype == tl.bfloat16 or b.dtype == tl.bfloat16:
-            a, b = widen(a), widen(b)
-        return original(self, a, b, d, *args, **kwargs)
-
-    create_dot._kernelwright_wrapped = True  # type: ignore[attr-defined]
-    InterpreterBuilder.create_dot = create_dot
-    return True
-
-
 # ------------------------------------------------------------------------------------------------ loading
-
-
-def load_module(name: str, path: Path, *, package_dir: Path | None = None) -> Any:
-    """Execute ``path`` as module ``name`` (registered in ``sys.modules``, which Triton's look-ups expect);
-    ``package_dir``: ``path`` is that package's ``__init__.py``, and its submodules are found there."""
-    spec = importlib.util.spec_from_file_location(
-        name, path, submodule_search_locations=[str(package_dir)] if package_dir is not None else None)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
 
 
 def launched_kernels(module: Any) -> dict[str, Any]:

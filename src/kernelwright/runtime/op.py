@@ -1,10 +1,9 @@
 """The runtime of an exported op: which implementation runs for a call, and running it.
 
-This file is copied verbatim into every package ``kernelwright export`` writes (as ``_runtime.py``), together with
-its sibling :mod:`._dispatch` (as ``_dispatch.py``, the name it has here, so the relative import below works in both
-places), so it imports only the standard library, torch, (lazily) triton and that sibling — never kernelwright.
-The package's generated ``__init__.py`` holds the op's signature and its ``torch.library`` registration;
-everything generic lives here and in ``_dispatch.py`` (choosing a variant, loading its code):
+Every package ``kernelwright export`` writes carries :mod:`kernelwright.runtime` verbatim as its ``_runtime/``
+folder, so this module imports only the standard library, torch, (lazily) triton and its siblings (relatively) —
+never kernelwright. The package's generated ``__init__.py`` holds the op's signature and its ``torch.library``
+registration; everything generic lives here and in :mod:`.dispatch` (choosing a variant, loading its code):
 
 - **Variants**: each is a verified KernelBench ``ModelNew`` file kept verbatim in ``_variants/``. A call
   instantiates that variant's ``ModelNew`` once (cached per device and thread) and runs it on the given tensors with
@@ -37,29 +36,19 @@ from typing import Any
 
 import torch
 
-from ._dispatch import (
+from .dispatch import (
     PRECISION_LABELS,
-    PRECISIONS,
     VariantSpec,
     _capability_of,
-    _check_interpreter,
     _no_dispatch_modes,
     build_instance,
-    install_interpreter_bf16_dot_fix,
-    interpreting,
-    launched_kernels,
-    load_module,
-    precision_allows,
-    runs_on,
     select_variant,
     wrap_launches,
 )
+from .interpreter import check_interpreter, interpreting
+from .modules import load_module
 
-__all__ = [
-    "BACKWARD_SUFFIX", "PRECISIONS", "PRECISION_LABELS", "REFERENCE", "OpRuntime", "VariantSpec", "build_instance",
-    "format_variants", "install_interpreter_bf16_dot_fix", "interpreting", "launched_kernels", "load_module",
-    "precision_allows", "runs_on", "runs_on_text", "select_variant", "wrap_launches",
-]
+__all__ = ["BACKWARD_SUFFIX", "REFERENCE", "OpRuntime", "format_variants", "runs_on_text"]
 
 REFERENCE = "reference"
 BACKWARD_SUFFIX = ":backward"  # dispatch_counts() key of a backward ("sm_90a:backward", "reference:backward")
@@ -177,7 +166,7 @@ class OpRuntime:
         elif device.type == "cpu" and not fake:
             capability, interpreted = None, interpreting()
             if interpreted:
-                _check_interpreter()
+                check_interpreter()
         else:  # meta, or fake CPU tensors: a trace on the CPU records the reference
             return None
         return select_variant(self._variants, capability=capability,
