@@ -13,6 +13,7 @@ from fake_server import Reply
 from stubs import StubEvaluator, kernel, make_verdict, reply_with
 from test_loop import _run
 
+from kernelwright.deadline import Deadline
 from kernelwright.search.db import RunDB
 from kernelwright.search.strategies import MUTATE, TEMPLATE, Request, make_strategy
 
@@ -304,6 +305,6 @@ def test_the_winners_final_verify_keeps_to_the_budget_and_its_allowance(workspac
                            evaluator=evaluator, db=None, run_id=1, context=None, device="cuda", options_key="k",
                            toolchain="t", budget=Budget(wall_s=10.0, verify_allowance_s=allowance),
                            progress=Progress(stream=io.StringIO(), llm=True))
-        search._deadline = time.monotonic() - 1.0  # the wall budget ended a second ago
+        search._deadline = Deadline(time.monotonic() - 1.0)  # the wall budget ended a second ago
         search._final(winner)
         assert [c for _, c in evaluator.calls] == ([True] if verified else []), allowance

@@ -33,19 +33,21 @@ def get_init_inputs():
 def test_the_backward_gets_what_the_forward_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str], forward_takes: float,
                                                  backward_gets: float | None) -> None:
-    from kernelwright.search import cli, optimize
+    import time
+
+    from kernelwright.search import optimize
 
     clock = [1000.0]
     budgets: list[tuple[str, float]] = []
 
-    def fake_optimize(problem, *, out_dir, budget_s, **_):
-        budgets.append((Path(problem).name, budget_s))
-        clock[0] += forward_takes if len(budgets) == 1 else budget_s
+    def fake_optimize(problem, *, out_dir, deadline, **_):
+        budgets.append((Path(problem).name, deadline.left()))  # the command's Deadline, passed on as it is
+        clock[0] += forward_takes if len(budgets) == 1 else deadline.left()
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "report.md").write_text("report\n")
         return types.SimpleNamespace(best=None)
 
-    monkeypatch.setattr(cli, "_now", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(optimize, "optimize", fake_optimize)
     problem = tmp_path / "relu2.py"
     problem.write_text(PROBLEM)

@@ -150,11 +150,11 @@ def test_an_allowance_gives_the_search_the_budget_and_the_verify_more(problem: P
     stub = StubEvaluator(times={0: 2.0, 1: 1.5, 2: 0.5, 3: 3.0}, clock=clock, step_s=10.0)
     optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=40.0, evaluator=stub, verify_allowance_s=100.0)
     assert stub.seen == [0, 1, 2, 3]
-    assert stub.verify_deadlines == [1000.0 + 40.0 + 100.0]
+    assert [d.at for d in stub.verify_deadlines] == [1000.0 + 40.0 + 100.0]
     plain = StubEvaluator(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=10.0)
     start = clock[0]
     optimize(problem, out_dir=tmp_path / "plain", device="cpu", budget_s=40.0, evaluator=plain)
-    assert plain.verify_deadlines == [start + 40.0]  # without one, the budget is a promise, verify included
+    assert [d.at for d in plain.verify_deadlines] == [start + 40.0]  # without one, the budget is a promise, verify included
 
 
 def test_the_default_is_timed_with_group_zeros_alternatives(problem: Path, tmp_path: Path,

@@ -105,9 +105,8 @@ def test_a_worker_that_fails_before_its_first_candidate_says_why_for_every_candi
 
 
 def test_a_spent_budget_starts_no_worker(tmp_path) -> None:
-    import time
-
+    from kernelwright.deadline import Deadline
     from kernelwright.search.evaluate import GpuEvaluator
 
     assert list(GpuEvaluator(tmp_path / "unused.py").time([_candidate(tmp_path)],
-                                                           deadline=time.monotonic() - 1)) == []
+                                                           deadline=Deadline.after(-1.0))) == []

@@ -17,7 +17,6 @@ import multiprocessing
 import os
 import signal
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.bench import rows
+from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.errors import InputError
 
 EXECUTORS = ("local", "ray")
@@ -45,7 +45,7 @@ class Side:
     clamp: Callable[[Any], Any]
     finish: Finish
     progress: Any  # BenchProgress: .running, .show()
-    deadline: float | None = None
+    deadline: Deadline = NO_DEADLINE
     # Each finished task's long holds of the GPU lock, kept here as they come (an interrupted run keeps them too).
     holds: list[Holds] = field(default_factory=list)
 
@@ -55,7 +55,7 @@ class Side:
                                            status="crashed", message=message[:300]), {})
 
     def open(self) -> bool:
-        return self.deadline is None or time.monotonic() < self.deadline
+        return not self.deadline.expired()
 
 
 def visible_gpus() -> tuple[str, ...]:

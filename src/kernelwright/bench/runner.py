@@ -30,6 +30,7 @@ from typing import Any
 from kernelwright.bench import executor, rows
 from kernelwright.bench.collect import BenchProblem
 from kernelwright.bench.scores import geomean
+from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.records import DEFAULT_POLICY, Policy
 from kernelwright.verify.baseline import COMPILE_MODES
 from kernelwright.verify.records import finite_json
@@ -191,8 +192,8 @@ def _run_problem(task: Task, started: float) -> tuple[dict[str, Any], dict[str, 
 
 
 # -- baselines beside the search, and rows whose baselines come later --------------------------------------------
-def _baseline_deadline(task: Task, started: float) -> float:
-    return started + task.settings.budget_per_problem_s + task.settings.verify_limit_s
+def _baseline_deadline(task: Task, started: float) -> Deadline:
+    return Deadline(started + task.settings.budget_per_problem_s + task.settings.verify_limit_s)
 
 
 class _SideBaselines:
@@ -360,7 +361,8 @@ def _verify_solution(task: Task, started: float) -> tuple[dict[str, Any], dict[s
     problem, settings = task.problem, task.settings
     assert problem.solution is not None
     out = settings.out_dir / problem.name
-    options = VerifyOptions(device=settings.device, policy=settings.policy, deadline=started + settings.budget_per_problem_s,
+    options = VerifyOptions(device=settings.device, policy=settings.policy,
+                            deadline=Deadline(started + settings.budget_per_problem_s),
                             inspect_archs=(target_arch(settings.device, settings.arch),)
                             if settings.device == "cpu" else None,
                             **_verify_options(task) if settings.device == "cuda" else {})
@@ -387,7 +389,7 @@ class BenchProgress:
     speedups: list[float] = field(default_factory=list)
     running: list[str] = field(default_factory=list)
     pending: int = 0  # rows whose baselines are not all timed
-    deadline: float | None = None
+    deadline: Deadline = NO_DEADLINE
     timed: bool = True
 
     def line(self) -> str:
@@ -399,8 +401,8 @@ class BenchProgress:
             parts.append(f"geomean {g:.2f}x vs max-autotune" if g else "geomean -")
         if self.exploits:
             parts.append(f"{self.exploits} exploit{'s' if self.exploits > 1 else ''}")
-        if self.deadline is not None:
-            parts.append(f"{max(0.0, self.deadline - time.monotonic()) / 60:.1f} min left")
+        if self.deadline.bounded:
+            parts.append(f"{self.deadline.left() / 60:.1f} min left")
         if self.running:
             parts.append("running " + ", ".join(self.running[:4]) + ("…" if len(self.running) > 4 else ""))
         return " | ".join(parts)
@@ -448,7 +450,8 @@ def _run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, progre
     # The rows belong to the machine that runs them: a Ray cluster's GPU workers, not a driver without a GPU.
     where = executor.remote_machine(settings, machine) if settings.executor == "ray" and settings.device == "cuda" \
         else machine()
-    deadline = started + settings.budget_s if settings.budget_s else None
+    # The bench's whole budget, in this process; a task carries seconds (it may run on another machine: Ray).
+    deadline = Deadline.after(settings.budget_s or None)
     progress = BenchProgress(total=len(problems), stream=progress_stream, deadline=deadline,
                              timed=settings.device == "cuda")
     results: dict[str, dict[str, Any]] = {}
@@ -498,7 +501,7 @@ def _run_bench(problems: Sequence[BenchProblem], settings: BenchSettings, progre
         try:
             if settings.jobs == 1 and settings.executor == "local":
                 for task in pending:
-                    if deadline is not None and time.monotonic() >= deadline:
+                    if deadline.expired():
                         break
                     progress.running = [task.problem.name]
                     progress.show()
@@ -558,11 +561,11 @@ def _median(measurement: Any) -> float | None:
         return None
 
 
-def _within_total(task: Task, deadline: float | None) -> Task:
+def _within_total(task: Task, deadline: Deadline) -> Task:
     """A problem's budget never reaches past the bench's total."""
-    if deadline is None:
+    if not deadline.bounded:
         return task
-    left = max(1.0, deadline - time.monotonic())
+    left = max(1.0, deadline.left())
     budget = min(task.settings.budget_per_problem_s, left)
     verify_limit = min(task.settings.verify_limit_s, left - budget)
     if (budget, verify_limit) == (task.settings.budget_per_problem_s, task.settings.verify_limit_s):

@@ -39,6 +39,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.isolation import protocol
 
 R = TypeVar("R", bound=protocol.Report)
@@ -90,6 +91,7 @@ class ChildRun:
     protocol_errors: tuple[str, ...] = ()
     leftover_processes: bool = False  # something the child started was still running when it exited
     signal_name: str | None = field(default=None)
+    budget_cut: bool = False  # timed out at the caller's deadline, before its own time limit
 
     @property
     def finished(self) -> bool:
@@ -438,6 +440,7 @@ def run_child(
     env_extra: Mapping[str, str] | None = None,
     memory_limit_bytes: int | None = None,
     wrapper: Sequence[str] = (),
+    deadline: Deadline = NO_DEADLINE,
 ) -> ChildRun:
     """Run ``kernelwright.isolation.child JOB`` with ``spec`` (the job's record in
     :data:`~kernelwright.isolation.protocol.SPECS`, or its JSON) in a fresh process and collect what it reports.
@@ -446,7 +449,10 @@ def run_child(
     :func:`memory_limit`); ``env_extra`` and ``memory_limit_bytes`` override them. ``wrapper``: a command the
     child runs under (compute-sanitizer and its options; the job's pipe passes through it). A process that
     :func:`prestart_child` started with the same arguments takes the job, if one waits (never for a wrapped one);
-    the time limit counts from the hand-over."""
+    the time limit counts from the hand-over. ``deadline`` (the caller's budget) cuts ``timeout_s`` to the time left;
+    a child it kills is ``budget_cut``."""
+    by_budget = deadline.limits(timeout_s)
+    timeout_s = deadline.cap(timeout_s, at_least_s=1.0)
     if _STOPPING.is_set():
         raise KeyboardInterrupt("kernelwright is stopping: no new child process")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -515,6 +521,7 @@ def run_child(
         protocol_errors=tuple(errors + malformed),
         leftover_processes=leftover and not timed_out,
         signal_name=signal_name,
+        budget_cut=timed_out and by_budget,
     )
     log.info("child %s: rc=%s timed_out=%s wall=%.1fs messages=%d", job, rc, timed_out, wall, len(messages))
     return run

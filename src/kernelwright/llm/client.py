@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from kernelwright.config import redact_url, url_secrets
+from kernelwright.deadline import Deadline
 from kernelwright.errors import ConfigError
 from kernelwright.llm.settings import LOCAL_API_KEY, LLMSettings
 
@@ -152,11 +153,11 @@ class LLMClient:
         tag: str = "",
         temperature: float | None = None,
         max_tokens: int | None = None,
-        deadline: float | None = None,
+        deadline: Deadline | float | None = None,
     ) -> Completion:
         """One chat completion; ``temperature`` and ``max_tokens`` override the settings' for this call. With
-        ``deadline`` (a ``time.monotonic()`` instant: the caller's budget) no attempt outlives it and none starts
-        after it.
+        ``deadline`` (the caller's budget: a :class:`~kernelwright.deadline.Deadline`, or a ``time.monotonic()``
+        instant) no attempt outlives it and none starts after it.
 
         Raises :class:`LLMError` when the call fails for good, :class:`ConfigError` when ``openai`` is missing.
         """
@@ -165,7 +166,7 @@ class LLMClient:
         return self._call(_frozen_messages(messages), tag, temperature, max_tokens, deadline)
 
     def submit(self, messages: Sequence[Mapping[str, Any]], *, tag: str = "", temperature: float | None = None,
-               max_tokens: int | None = None, deadline: float | None = None) -> Future[Completion]:
+               max_tokens: int | None = None, deadline: Deadline | float | None = None) -> Future[Completion]:
         """:meth:`complete` on the client's thread pool. The messages are copied now, so the caller may reuse them."""
         if self._closed:
             raise RuntimeError("this LLMClient is closed")
@@ -203,7 +204,7 @@ class LLMClient:
 
     def _call(
         self, sent: tuple[dict[str, Any], ...], tag: str, temperature: float | None, max_tokens: int | None,
-        deadline: float | None = None,
+        deadline: Deadline | float | None = None,
     ) -> Completion:
         """One call with its retries, accounted and reported; runs even after close() for calls submitted before."""
         sdk = self._sdk_client()
@@ -256,7 +257,7 @@ class LLMClient:
         temperature: float | None,
         max_tokens: int | None,
         t0: float,
-        deadline: float | None = None,
+        deadline: Deadline | float | None = None,
     ) -> tuple[Completion | None, _Failure | None, int]:
         """(completion, None, attempts) on success, (None, last failure, attempts) when out of attempts."""
         request: dict[str, Any] = {"model": self.settings.model, "messages": list(messages)}
@@ -266,14 +267,14 @@ class LLMClient:
             request["temperature"] = temperature
         if max_tokens is not None:
             request["max_tokens"] = max_tokens
+        end = Deadline.of(deadline)
         attempt = 0
         while True:
             attempt += 1
-            if deadline is not None:  # the caller's budget bounds each attempt, and none starts after it
-                left = deadline - time.monotonic()
-                if left <= 0:
+            if end.bounded:  # the caller's budget bounds each attempt, and none starts after it
+                if end.expired():
                     return None, _Failure("the budget ran out before this attempt", retry=False), attempt - 1
-                request["timeout"] = min(self.settings.timeout_s, max(1.0, left))
+                request["timeout"] = end.cap(self.settings.timeout_s, at_least_s=1.0)
             try:
                 response = sdk.chat.completions.create(**request)
                 if not getattr(response, "choices", None):
@@ -286,7 +287,7 @@ class LLMClient:
             except Exception as exc:  # every failure becomes data in the record
                 failure = self._classify(exc)
             delay = self._delay(attempt, failure.wait_s)
-            past_deadline = deadline is not None and time.monotonic() + delay >= deadline
+            past_deadline = end.expired(margin_s=delay)
             if not failure.retry or attempt > self.settings.max_retries or past_deadline:
                 return None, failure, attempt  # the last real failure, not "out of time"
             log.info("LLM attempt %d failed (%s); retrying in %.1f s", attempt, failure.what, delay)

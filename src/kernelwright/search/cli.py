@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
 from pathlib import Path
+
+from kernelwright.deadline import Deadline
 
 HELP = "write a verified kernel for a problem: the template library (no network), an LLM, or both"
 # With --backward the forward's search gets this share of --budget; the backward's gets what the forward left.
 FORWARD_SHARE = 0.6
-_now = time.monotonic  # the command's clock (a test moves it)
 
 
 def parse_budget(text: str) -> float:
@@ -110,12 +110,13 @@ def run(args: argparse.Namespace) -> int:
     policy = Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision)
     # --budget is the command's: with --backward the forward gets its share and the backward the rest (the backward
     # was given the whole --budget again, and the command could take twice what the user asked).
-    deadline = _now() + args.budget
-    forward_budget = args.budget * FORWARD_SHARE if args.backward else args.budget
+    # One Deadline from here to every child job the search starts (kernelwright/deadline.py).
+    deadline = Deadline.after(args.budget)
+    forward = deadline.share(FORWARD_SHARE) if args.backward else deadline
     if args.generator != "templates":
-        status = _run_llm(args, out, policy, forward_budget)
+        status = _run_llm(args, out, policy, forward.left())
     else:
-        result = optimize(args.problem, out_dir=out, budget_s=forward_budget, device=args.device, arch=args.arch,
+        result = optimize(args.problem, out_dir=out, deadline=forward, device=args.device, arch=args.arch,
                           policy=policy, progress=Progress(), backend=args.backend, use_model=args.use_model)
         if args.json:
             print(summary_json(result))
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline: float) -> int:
+def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline: Deadline) -> int:
     """The backward as a problem of its own in ``out/backward``: written, then optimized with the templates in what
     is left of the command's budget."""
     from kernelwright.errors import InputError
@@ -143,14 +144,13 @@ def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline:
     except InputError as exc:
         print(f"backward: not written: {exc}", file=sys.stderr)
         return 0
-    left = deadline - _now()
-    if left < 1.0:
+    if deadline.expired(margin_s=1.0):
         print(f"backward: written to {folder}/problem.py, not optimized: the forward's search and verify spent the "
               f"--budget ({args.budget:.0f}s); give a larger --budget, or optimize that problem on its own",
               file=sys.stderr)
         return 0
     try:
-        result = optimize(problem.path, out_dir=folder, budget_s=left, device=args.device, arch=args.arch,
+        result = optimize(problem.path, out_dir=folder, deadline=deadline, device=args.device, arch=args.arch,
                           policy=policy, progress=Progress(), backend=getattr(args, "backend", None),
                           use_model=getattr(args, "use_model", True))
     except InputError as exc:  # a backward with no compute (a sum's is an expand), or none a template covers

@@ -6,13 +6,13 @@ import logging
 import secrets
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernelwright.config import config
+from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
 from kernelwright.search.records import Candidate, Evaluator, Outcome
 from kernelwright.verify.records import Verdict, VerifyOptions
@@ -43,10 +43,10 @@ class CpuEvaluator:
     # once and every later candidate reuses it (verify/refcache.py).
     verify_seed: int = field(default_factory=lambda: secrets.randbelow(2**31 - 1000))
 
-    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
+    def time(self, candidates: Sequence[Candidate], *, deadline: Deadline = NO_DEADLINE) -> Iterator[Outcome]:
         return iter(())
 
-    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: float | None = None) -> Verdict:
+    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: Deadline = NO_DEADLINE) -> Verdict:
         from kernelwright.verify.verifier import verify
 
         if self.size_overrides is None:
@@ -102,7 +102,7 @@ class GpuEvaluator:
     verify_estimate_s: float = 90.0
     verify_seed: int = field(default_factory=lambda: secrets.randbelow(2**31 - 1000))  # as CpuEvaluator's
 
-    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
+    def time(self, candidates: Sequence[Candidate], *, deadline: Deadline = NO_DEADLINE) -> Iterator[Outcome]:
         from kernelwright.isolation.process import run_child
         from kernelwright.isolation.protocol import JobError, TimingSettings, Tuned, TuneSpec, TuneStart
 
@@ -110,19 +110,15 @@ class GpuEvaluator:
         restarts = 0
         while pending and restarts <= MAX_WORKER_RESTARTS:
             # The worker lives no longer than the budget: killed at the deadline, it leaves the rest untimed.
-            timeout_s, budget_limited = config.timeout_s, False
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                if left < timeout_s:
-                    timeout_s, budget_limited = left, True
+            if deadline.expired():
+                return
             workdir = Path(tempfile.mkdtemp(prefix="kernelwright-tune-"))
             spec = TuneSpec(problem=str(self.problem), device="cuda", seed=self.seed,
                             policy=self.policy, candidates=tuple((c.index, str(c.path)) for c in pending), n_sets=2,
                             timing=TimingSettings.from_config(target_ms=min(config.timing_target_ms, 200.0)))
             try:
-                run = run_child("tune", spec, workdir=workdir, timeout_s=timeout_s, device="cuda")
+                run = run_child("tune", spec, workdir=workdir, timeout_s=config.timeout_s, device="cuda",
+                                deadline=deadline)
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
             by_index = {c.index: c for c in pending}
@@ -138,7 +134,7 @@ class GpuEvaluator:
                     yield Outcome(candidate=candidate, status="wrong" if "wrong output" in tuned.error else "failed",
                                   error=tuned.error or "no measurement")
             started = [m.index for m in run.reports(TuneStart)]
-            if run.timed_out and budget_limited:
+            if run.budget_cut:
                 return  # the budget ran out, not the candidate's fault
             error = run.report(JobError)  # the job itself failed (the child reports it, then says done)
             if error:
@@ -160,7 +156,7 @@ class GpuEvaluator:
             pending = [c for c in pending if c.index not in finished]
             restarts += 1
 
-    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: float | None = None) -> Verdict:
+    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: Deadline = NO_DEADLINE) -> Verdict:
         from kernelwright.verify.verifier import verify
 
         extra = {"seed": self.verify_seed, "reuse_reference": True, **self.verify_options}

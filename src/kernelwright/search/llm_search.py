@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.errors import ConfigError
 from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
 from kernelwright.search.progress import Progress
@@ -97,7 +98,7 @@ class LLMSearch:
         self._seq = max((e.index for e in self.strategy.entries), default=0)  # resumed: after the replayed ones
         self.closed = False  # set once the run is over: calls still running then are abandoned
         self._asked = 0
-        self._deadline: float | None = None  # the budget's end, set when the loop starts
+        self._deadline: Deadline = NO_DEADLINE  # the budget's end, set when the loop starts
         self._generating = 0  # LLM calls in flight
         self._call_ids: dict[str, int] = {}
         self._consecutive_failures = 0
@@ -130,7 +131,8 @@ class LLMSearch:
     def run(self, *, pending_sources: list[Entry] | None = None) -> SearchResult:
         started = time.monotonic()
         generation_deadline = started + self.budget.wall_s * GENERATION_SHARE
-        hard_deadline = self._deadline = started + self.budget.wall_s
+        hard_deadline = started + self.budget.wall_s
+        self._deadline = Deadline(hard_deadline)  # what every LLM call and verify is given
         evaluations = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernelwright-verify")
         in_flight: dict[Future, tuple[str, Request, Any]] = {}
         stop_reason = ""
@@ -379,8 +381,9 @@ class LLMSearch:
             return best
         from kernelwright.verify.records import verdict_json
 
-        deadline = (self._deadline or time.monotonic()) + self.budget.verify_allowance_s
-        if time.monotonic() >= deadline - 1.0:
+        end = self._deadline if self._deadline.bounded else Deadline(time.monotonic())
+        deadline = end.extended(self.budget.verify_allowance_s)
+        if deadline.expired(margin_s=1.0):
             self.progress.note = "(budget spent: the winner keeps its verdict, without the torch.compile baselines)"
             self.progress.show(force=True)
             return best

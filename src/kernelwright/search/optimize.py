@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kernelwright.deadline import Deadline
 from kernelwright.errors import InputError
 from kernelwright.generate.families.base import DEFAULT_POLICY, Family, Policy
 from kernelwright.generate.plan import Plan, node_work
@@ -135,7 +136,7 @@ def group_order(the_plan: Plan) -> list[int]:
     return sorted(range(len(work)), key=lambda g: -work[g])
 
 
-def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, progress: Progress,
+def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: Deadline, progress: Progress,
           outcomes: dict[int, Outcome], record: _RunRecord, ranker: Any = None) -> Candidate:
     """Time candidates until ``deadline``, one configuration group at a time; return the default candidate. With a
     ``ranker`` (the cost model: costmodel/ranker.py), each group's alternatives are timed in its order, its top
@@ -155,7 +156,7 @@ def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, prog
     for g in group_order(builder.plan):
         batches.append([(g, i) for i in range(1, len(builder.spaces[g]))])  # resolved against the best so far
     for position, batch in enumerate(batches or [[]]):
-        if time.monotonic() >= deadline:
+        if deadline.expired():
             progress.note = "(budget spent)"
             return default
         alternatives = []
@@ -176,7 +177,7 @@ def _tune(builder: CandidateBuilder, evaluator: Evaluator, deadline: float, prog
                 best_choice = list(outcome.candidate.choice)
                 progress.best_ms = best_ms
             progress.show()
-            if time.monotonic() >= deadline:
+            if deadline.expired():
                 progress.note = "(budget spent)"
                 return default
     return default
@@ -186,15 +187,18 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
              arch: str | None = None, policy: Policy = DEFAULT_POLICY, evaluator: Evaluator | None = None,
              progress: Progress | None = None, families: Iterable[Family] | None = None,
              db_path: Path | None = None, verify_allowance_s: float = 0.0,
-             backend: str | None = None, use_model: bool = True) -> OptimizeResult:
-    """Search the template space for ``problem`` (``backend``: the back ends tried, as ``--backend``); write the results to ``out_dir`` and the run database
-    (``db_path``, default ``config.cache_dir / "runs.sqlite"``). ``budget_s`` covers the search and the
-    finalists' verifies; with ``verify_allowance_s`` (a bench, which wants whole rows) the search has the budget
-    and a finalist's verify may run that much longer. Raises :class:`~kernelwright.errors.InputError`
-    when the problem cannot be captured or no template covers any of it."""
+             backend: str | None = None, use_model: bool = True, deadline: Deadline | None = None) -> OptimizeResult:
+    """Search the template space for ``problem`` (``backend``: the back ends tried, as ``--backend``); write the
+    results to ``out_dir`` and the run database (``db_path``, default ``config.cache_dir / "runs.sqlite"``).
+    The budget — ``deadline`` (a caller's, such as the command's whole ``--budget``), else ``budget_s`` from now —
+    covers the search and the finalists' verifies; with ``verify_allowance_s`` (a bench, which wants whole rows) the
+    search has the budget and a finalist's verify may run that much longer. Raises
+    :class:`~kernelwright.errors.InputError` when the problem cannot be captured or no template covers any of it."""
     from kernelwright.hardware.local import resolve_device
 
     started = time.monotonic()
+    deadline = Deadline.after(budget_s) if deadline is None or not deadline.bounded else deadline
+    budget_s = deadline.left()
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: name a folder for the run's outputs (best.py, report.md, ...)")
@@ -218,7 +222,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
             from kernelwright.costmodel.ranker import search_ranker
 
             ranker = search_ranker(arch, enabled=use_model)
-        result = _search(the_plan, builder, evaluator, progress, record, started=started, budget_s=budget_s,
+        result = _search(the_plan, builder, evaluator, progress, record, started=started, deadline=deadline,
                          out=out, arch=arch, device=device, policy=policy, verify_allowance_s=verify_allowance_s,
                          ranker=ranker)
     except BaseException as exc:
@@ -229,7 +233,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
 
 
 def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, progress: Progress,
-            record: _RunRecord, *, started: float, budget_s: float, out: Path, arch: str, device: str,
+            record: _RunRecord, *, started: float, deadline: Deadline, out: Path, arch: str, device: str,
             policy: Policy, verify_allowance_s: float = 0.0, ranker: Any = None) -> OptimizeResult:
     """Tune (on a GPU), verify the finalists fastest first, write the outputs; Ctrl-C still writes the best so far."""
     outcomes: dict[int, Outcome] = {}
@@ -237,16 +241,16 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
     # The budget is a promise, verification included: tuning stops early enough for a verify, and every verify is
     # cut at the budget's end (a cut verify is a timeout verdict that names the budget).
     # With an allowance, the search has the whole budget and each verify the allowance beyond it.
-    end = started + budget_s
-    if verify_allowance_s > 0 or not evaluator.timed:
-        deadline = end
-    else:
+    assert deadline.at is not None
+    budget_s = deadline.at - started
+    tuning_end = deadline.at
+    if evaluator.timed and verify_allowance_s <= 0:
         reserve = float(getattr(evaluator, "verify_estimate_s", 0.0))
-        deadline = min(started + 0.75 * budget_s, end - reserve)
-    deadline = max(deadline, started + 0.25 * budget_s)
+        tuning_end = min(started + 0.75 * budget_s, deadline.at - reserve)
+    tuning = Deadline(max(tuning_end, started + 0.25 * budget_s))
     try:
         if evaluator.timed:
-            default = _tune(builder, evaluator, deadline, progress, outcomes, record, ranker)
+            default = _tune(builder, evaluator, tuning, progress, outcomes, record, ranker)
             finalists = sorted((o for o in outcomes.values() if o.median_ms is not None),
                                key=lambda o: o.median_ms or 0.0)[:FINALISTS]
             if not finalists and default.index not in outcomes:
@@ -261,13 +265,13 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
         for position, finalist in enumerate(finalists):
             # Fastest first; the first to pass the full protocol wins. Failing finalists never reach the
             # baselines (the verifier skips them), so torch.compile is timed once, for the winner.
-            if position and time.monotonic() >= end:
+            if position and deadline.expired():
                 progress.note = "(budget spent before the next finalist)"
                 break
             progress.note = f"(verifying c{finalist.candidate.index:03d})"
             progress.show(force=True)
             verdict = evaluator.verify(finalist.candidate, compile_baseline=evaluator.timed,
-                                       deadline=max(end, time.monotonic()) + verify_allowance_s)
+                                       deadline=deadline.not_before(time.monotonic()).extended(verify_allowance_s))
             outcomes[finalist.candidate.index] = replace(finalist, status=str(verdict.status), verdict=verdict)
             record.outcome(outcomes[finalist.candidate.index])
             progress.verified += 1

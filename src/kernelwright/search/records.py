@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
 from kernelwright.generate.plan import Plan
 from kernelwright.search.strategies import Entry
@@ -43,13 +44,13 @@ class Evaluator(Protocol):
     timed: bool  # whether this evaluator measures time (a GPU)
     # Optional: seconds to keep for one verify when splitting a budget (GpuEvaluator.verify_estimate_s); 0 if absent.
 
-    def time(self, candidates: Sequence[Candidate], *, deadline: float | None = None) -> Iterator[Outcome]:
+    def time(self, candidates: Sequence[Candidate], *, deadline: Deadline = NO_DEADLINE) -> Iterator[Outcome]:
         """Quick correctness check and timing of each candidate, yielded as each finishes; candidates not reached
-        by ``deadline`` (``time.monotonic()``) are left out."""
+        by ``deadline`` are left out."""
 
-    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: float | None = None) -> Verdict:
-        """The verifier's full protocol, ended by ``deadline`` (``time.monotonic()``) if given: a verify the budget
-        cuts short is a ``timeout`` verdict that says so."""
+    def verify(self, candidate: Candidate, *, compile_baseline: bool, deadline: Deadline = NO_DEADLINE) -> Verdict:
+        """The verifier's full protocol, ended by ``deadline``: a verify the budget cuts short is a ``timeout``
+        verdict that says so."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.inspect.analysis import KernelSummary
 from kernelwright.isolation.protocol import KernelRecord, Measurement
 from kernelwright.records import DEFAULT_POLICY, Finding, Policy, ProblemTraits, Severity, Status
@@ -36,9 +37,9 @@ class VerifyOptions:
     shape_trial: bool = True  # a second shape where the problem's size globals allow
     inspect_archs: tuple[str, ...] | None = None  # archs to cross-compile Triton kernels for (None: config.arch)
     timeout_s: float | None = None
-    # time.monotonic() by which the verify must end (a search's or bench's budget): every child's time limit is cut
-    # to it, and a verify it cuts short is a timeout verdict that names the budget. None: no deadline.
-    deadline: float | None = None
+    # When the verify must end (a search's or bench's budget; a time.monotonic() instant is taken as one): every
+    # child's time limit is cut to it, and a verify it cuts short is a timeout verdict that names the budget.
+    deadline: Deadline = NO_DEADLINE
     size_overrides: Mapping[str, int] | None = None  # the problem's size constants, changed (a smaller CPU check)
     # Without a GPU and without size_overrides: shrink a problem too big for the Triton interpreter (its inputs over
     # cpu_max_elements) to sizes it can check in reasonable time, and say so. False checks at the sizes as written.
@@ -54,6 +55,9 @@ class VerifyOptions:
     # "racecheck", "initcheck", "synccheck"; verify/sanitize.py): each report an integrity error. () none; None: all
     # four for a CUDA C++ candidate on a GPU (hand-written memory indexing and barriers), none for Triton.
     sanitize: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "deadline", Deadline.of(self.deadline))
 
 
 @dataclass(frozen=True, kw_only=True)

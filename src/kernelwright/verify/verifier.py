@@ -211,17 +211,13 @@ class _Verification(TrialJudging):
     # -- children -----------------------------------------------------------------------------------------------
     def _run(self, job: str, spec: protocol.JobSpec, timeout: float | None = None) -> ChildRun:
         """Run one job; its time limit is cut to the deadline (the caller's budget), if any."""
-        limit, by_budget = timeout or self.timeout, False
-        if self.opts.deadline is not None:
-            left = self.opts.deadline - time.monotonic()
-            if left < 1.0:
-                raise _BudgetSpent(job)
-            if left < limit:
-                limit, by_budget = left, True
-        run = run_child(job, spec, workdir=self.workdir, timeout_s=limit, device=self.device)
+        if self.opts.deadline.expired(margin_s=1.0):
+            raise _BudgetSpent(job)
+        run = run_child(job, spec, workdir=self.workdir, timeout_s=timeout or self.timeout, device=self.device,
+                        deadline=self.opts.deadline)
         if run.lock_wait_s:  # a diagnostic of the phases (the child's own word), never evidence
             self.phases["gpu_lock_wait"] = round(self.phases.get("gpu_lock_wait", 0.0) + run.lock_wait_s, 2)
-        if run.timed_out and by_budget:
+        if run.budget_cut:
             self.budget_cut = job
         return run
 
@@ -547,9 +543,7 @@ class _Verification(TrialJudging):
         """compute-sanitizer's tools over the candidate's forward at reduced sizes (verify/sanitize.py)."""
         from kernelwright.verify import sanitize
 
-        limit = self.timeout
-        if self.opts.deadline is not None:
-            limit = min(limit, max(1.0, self.opts.deadline - time.monotonic()))
+        limit = self.opts.deadline.cap(self.timeout, at_least_s=1.0)
         seconds = sanitize.judge(self.judge, self.problem.path, self.candidate.path, self._sanitize_tools(),
                                  device=self.device, seed=self.seed,
                                  size_overrides=dict(self.opts.size_overrides or {}), timeout_s=limit)
