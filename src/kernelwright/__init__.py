@@ -1,6 +1,6 @@
 """kernelwright: GPU kernels that are proven correct, proven faster, and proven to run the instructions they claim.
 
-The package mirrors the pipeline in DESIGN.md, one role per subpackage:
+The package mirrors the pipeline (docs/architecture.md), one role per subpackage:
 
 - ``kernelwright.problem``   — reading KernelBench problem and candidate files
 - ``kernelwright.verify``    — the verifier: isolation, correctness, integrity, timing, roofline

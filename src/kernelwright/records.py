@@ -9,7 +9,7 @@ from typing import Any
 
 
 class Status(str, enum.Enum):
-    """The verdict on a candidate (DESIGN.md, "Verdicts")."""
+    """The verdict on a candidate (docs/protocol.md, "Verdicts")."""
 
     PASSED = "passed"
     INCORRECT = "incorrect"

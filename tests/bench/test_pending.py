@@ -13,7 +13,7 @@ import pytest
 
 from kernelwright.bench import rows, runner
 from kernelwright.bench.report import markdown, results_document
-from kernelwright.isolation.protocol import Measurement
+from kernelwright.jobs import Measurement
 from kernelwright.search.db import RunDB
 from kernelwright.verify import verifier
 from kernelwright.verify.records import Verdict, VerifyOptions

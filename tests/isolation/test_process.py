@@ -125,7 +125,7 @@ def _probe_spec(problem: Path) -> dict:
 
 def test_a_prestarted_child_takes_the_job_and_serves_only_one(tmp_path: Path) -> None:
     from kernelwright.isolation import process
-    from kernelwright.isolation.protocol import ProbeResult
+    from kernelwright.jobs import ProbeResult
 
     work = tmp_path / "work"
     assert process.prestart_child("probe", workdir=work, device="cpu")
@@ -144,7 +144,7 @@ def test_a_prestarted_child_that_died_costs_nothing_and_discard_ends_the_rest(tm
     import signal
 
     from kernelwright.isolation import process
-    from kernelwright.isolation.protocol import ProbeResult
+    from kernelwright.jobs import ProbeResult
 
     work = tmp_path / "work"
     assert process.prestart_child("probe", workdir=work, device="cpu")

@@ -9,56 +9,57 @@ from typing import Any
 
 import pytest
 
+from kernelwright import jobs as j
 from kernelwright.isolation import protocol as p
 from kernelwright.isolation.process import ChildRun
 
-MEASUREMENT = p.Measurement(median_ms=0.5, min_ms=0.4, q1_ms=0.45, q3_ms=0.55, mean_ms=0.5, reps=100,
+MEASUREMENT = j.Measurement(median_ms=0.5, min_ms=0.4, q1_ms=0.45, q3_ms=0.55, mean_ms=0.5, reps=100,
                             host_ms_per_call=0.6, flush_ms=0.1, unexplained_ms_per_call=0.0)
-CANDIDATE_TRIAL = p.CandidateTrial(
+CANDIDATE_TRIAL = j.CandidateTrial(
     index=0, kind="random", output_types=("torch.Tensor",),
     outputs=({"shape": [4, 8], "dtype": "float32", "stride": [8, 1], "device": "cpu", "contiguous": True},),
     container="tensor", mutated_inputs=(), aliased_outputs=(), late_writes=(1,), triton_launches={"k": 1},
     extension_calls={}, own_calls=1, own_device_kernels=None, device_kernels=None, wall_s=0.25)
-TIMING = p.TimingResult(measurement=MEASUREMENT, side_stream=False, timed_trials=(0, 1), calls_without_own_kernel=0,
+TIMING = j.TimingResult(measurement=MEASUREMENT, side_stream=False, timed_trials=(0, 1), calls_without_own_kernel=0,
                         timed_calls=100)
 
 SAMPLES: list[tuple[str, p.Report]] = [
-    ("reference", p.DeviceFacts(facts={"type": "cpu", "torch": "2.5", "triton": None})),
-    ("reference", p.ReferenceTrial(index=0, kind="random", seed=7, inputs=({"shape": [4, 8]}, "3"),
+    ("reference", j.DeviceFacts(facts={"type": "cpu", "torch": "2.5", "triton": None})),
+    ("reference", j.ReferenceTrial(index=0, kind="random", seed=7, inputs=({"shape": [4, 8]}, "3"),
                                    outputs=({"shape": [4, 8], "dtype": "float32"},), container="tensor", finite=True,
                                    fp64=True, n_tensor_inputs=1)),
-    ("reference", p.ReferenceTrial(index=6, kind="repoison", source=1)),
-    ("reference", p.ReferenceTrial(index=9, kind="shape", skipped="no size global can change")),
-    ("reference", p.Work(work={"flops": 1.0, "bytes": 2.0})),
-    ("reference", p.Semantics(outputs_alias_inputs=(0,), mutates_inputs=True)),
-    ("reference", p.ReferenceKernels(names=("aten::softmax",), method="aten-dispatch")),
-    ("candidate", p.Weights(source="copied from the reference's state_dict")),
-    ("candidate", p.TrialStart(index=0, kind="random")),
+    ("reference", j.ReferenceTrial(index=6, kind="repoison", source=1)),
+    ("reference", j.ReferenceTrial(index=9, kind="shape", skipped="no size global can change")),
+    ("reference", j.Work(work={"flops": 1.0, "bytes": 2.0})),
+    ("reference", j.Semantics(outputs_alias_inputs=(0,), mutates_inputs=True)),
+    ("reference", j.ReferenceKernels(names=("aten::softmax",), method="aten-dispatch")),
+    ("candidate", j.Weights(source="copied from the reference's state_dict")),
+    ("candidate", j.TrialStart(index=0, kind="random")),
     ("candidate", CANDIDATE_TRIAL),
-    ("candidate", p.Kernels(kernels=(p.KernelRecord(name="k", origin="own", source="cuda", launches=2,
+    ("candidate", j.Kernels(kernels=(j.KernelRecord(name="k", origin="own", source="cuda", launches=2,
                                                     device_time_us=3.5, streams=(7,)),), method="profiler")),
-    ("candidate", p.ChildFinding(code="persisting-l2", message="a window", details={"window_bytes": 1 << 20})),
-    ("candidate", p.Phase(name="timing")),
+    ("candidate", j.ChildFinding(code="persisting-l2", message="a window", details={"window_bytes": 1 << 20})),
+    ("candidate", j.Phase(name="timing")),
     ("candidate", TIMING),
-    ("candidate", p.Cubin(name="k", arch="native", path="/o/k.cubin", ptx_path="/o/k.ptx", n_regs=32, n_spills=0,
+    ("candidate", j.Cubin(name="k", arch="native", path="/o/k.cubin", ptx_path="/o/k.ptx", n_regs=32, n_spills=0,
                           shared=0, num_warps=4)),
-    ("candidate", p.Cubin(name=None, arch="sm_90a", path="/o/e.cubin", ptx_path="/o/e.ptx", ptxas_log="0 spills")),
-    ("candidate", p.Binary(name="ext", path="/cache/ext.so")),
-    ("candidate", p.CudaBuild(name="ext", arch="sm_90a", result={"ok": None, "log": "not compiled: no nvcc"})),
+    ("candidate", j.Cubin(name=None, arch="sm_90a", path="/o/e.cubin", ptx_path="/o/e.ptx", ptxas_log="0 spills")),
+    ("candidate", j.Binary(name="ext", path="/cache/ext.so")),
+    ("candidate", j.CudaBuild(name="ext", arch="sm_90a", result={"ok": None, "log": "not compiled: no nvcc"})),
     ("candidate", p.Note(code="profiler-unavailable", message="no CUPTI")),
     ("candidate", p.JobError(status="runtime_error", code="exception", message="ValueError: no", detail="tb")),
     ("candidate", p.LockWait(seconds=1.5)),
     ("candidate", p.Done()),
-    ("baseline", p.BaselineResult(name="eager", measurement=MEASUREMENT)),
-    ("baseline", p.BaselineResult(name="compile", measurement=None, error="RuntimeError: x", detail="tb")),
-    ("baseline", p.Ceilings(ceilings={"fp32_tflops": 60.0})),
-    ("tune", p.TuneStart(index=3)),
-    ("tune", p.Tuned(index=3, ok=True, measurement=MEASUREMENT)),
-    ("tune", p.Tuned(index=4, ok=False, error="wrong output: output 0: max abs error 1")),
-    ("probe", p.ProbeResult(ok=True, message="ran on cpu", outputs=({"shape": [2], "dtype": "float32"},),
+    ("baseline", j.BaselineResult(name="eager", measurement=MEASUREMENT)),
+    ("baseline", j.BaselineResult(name="compile", measurement=None, error="RuntimeError: x", detail="tb")),
+    ("baseline", j.Ceilings(ceilings={"fp32_tflops": 60.0})),
+    ("tune", j.TuneStart(index=3)),
+    ("tune", j.Tuned(index=3, ok=True, measurement=MEASUREMENT)),
+    ("tune", j.Tuned(index=4, ok=False, error="wrong output: output 0: max abs error 1")),
+    ("probe", j.ProbeResult(ok=True, message="ran on cpu", outputs=({"shape": [2], "dtype": "float32"},),
                             reduced_sizes={"N": 8}, seconds=0.1)),
-    ("export_probe", p.ExportProbeResult(result={"ok": False, "message": "the problem defines no class Model"})),
-    ("sanitize", p.SanitizeRan(seconds=0.4, sizes={"N": 64})),
+    ("export_probe", j.ExportProbeResult(result={"ok": False, "message": "the problem defines no class Model"})),
+    ("sanitize", j.SanitizeRan(seconds=0.4, sizes={"N": 64})),
 ]
 
 
@@ -69,7 +70,7 @@ def test_every_report_is_read_back_as_it_was_written(job: str, report: p.Report)
 
 
 def test_every_kind_of_report_has_a_sample_and_one_record_per_kind_and_job() -> None:
-    kinds = {kind for by_event in p.REPORTS.values() for kind in by_event.values()}
+    kinds = {kind for job in p.jobs() for kind in p.report_kinds(job).values()}
     assert kinds == {type(report) for _, report in SAMPLES}
     assert len({kind.event for kind in kinds}) == len(kinds) - 1  # "trial": the reference's and the candidate's
 
@@ -82,7 +83,7 @@ def test_the_wire_is_what_the_senders_wrote_before_the_records() -> None:
     timing = p.wire(TIMING)
     assert timing["event"] == "timing" and timing["timed_trials"] == [0, 1]
     assert timing["measurement"]["iqr_ms"] == pytest.approx(0.1)  # Measurement.to_json's derived field, as before
-    assert p.Measurement.from_json(timing["measurement"]) == MEASUREMENT
+    assert j.Measurement.from_json(timing["measurement"]) == MEASUREMENT
     assert p.wire(p.Done()) == {"event": "done"}
 
 
@@ -129,36 +130,36 @@ def test_a_run_reads_records_and_passes_over_what_does_not_parse() -> None:
     run = ChildRun(job="candidate", returncode=0, timed_out=False, wall_s=1.0, stderr_tail="", stdout_tail="",
                    messages=(TRIAL, _with(TRIAL, index=_DROP), {"event": "trial_start", "index": 1, "kind": "x"},
                              _with(TIMING_MESSAGE, measurement="fast"), {"event": "done"}))
-    assert run.reports(p.CandidateTrial) == [CANDIDATE_TRIAL]
-    assert run.report(p.TrialStart) == p.TrialStart(index=1, kind="x")
-    assert run.report(p.TimingResult) is None and run.report(p.JobError) is None
+    assert run.reports(j.CandidateTrial) == [CANDIDATE_TRIAL]
+    assert run.report(j.TrialStart) == j.TrialStart(index=1, kind="x")
+    assert run.report(j.TimingResult) is None and run.report(p.JobError) is None
     assert run.finished
     reference = ChildRun(job="reference", returncode=0, timed_out=False, wall_s=1.0, stderr_tail="",
                          stdout_tail="", messages=(TRIAL,))
-    assert reference.reports(p.CandidateTrial) == []  # the reference's "trial" is its own record
-    assert reference.reports(p.ReferenceTrial) == []  # and this one is not it
+    assert reference.reports(j.CandidateTrial) == []  # the reference's "trial" is its own record
+    assert reference.reports(j.ReferenceTrial) == []  # and this one is not it
 
 
 def test_specs_are_read_back_as_written_and_check_their_fields() -> None:
-    timing = p.TimingSettings(min_reps=20, max_reps=2000, target_ms=600.0, warmup_ms=100.0)
+    timing = j.TimingSettings(min_reps=20, max_reps=2000, target_ms=600.0, warmup_ms=100.0)
     specs = [
-        p.ReferenceSpec(problem="/p.py", device="cpu", init_seed=1, trials=({"index": 0, "kind": "random"},),
+        j.ReferenceSpec(problem="/p.py", device="cpu", init_seed=1, trials=(j.TrialSpec(index=0, kind="random", seed=5),),
                         shared_dir="/s", private_dir="/q", size_globals={"N": 8}),
-        p.CandidateSpec(candidate="/c.py", device="cuda", init_seed=1, trials=(), shared_dir="/s", out_dir="/o",
+        j.CandidateSpec(candidate="/c.py", device="cuda", init_seed=1, trials=(), shared_dir="/s", out_dir="/o",
                         watch_paths=("/p.py",), timing=timing, n_sets=2),
-        p.BaselineSpec(problem="/p.py", device="cuda", init_seed=1, shared_dir="/s", input_sets=(0, 1), timing=timing),
-        p.TuneSpec(problem="/p.py", device="cuda", seed=0, candidates=((0, "/a.py"), (1, "/b.py")), timing=timing),
-        p.ProbeSpec(problem="/p.py", device="cpu"),
-        p.ExportProbeSpec(reference="/p.py", variants=({"id": "v", "path": "/v.py", "language": "triton"},)),
-        p.SanitizeSpec(problem="/p.py", candidate="/c.py", device="cuda", seed=3, size_overrides={"N": 64}),
+        j.BaselineSpec(problem="/p.py", device="cuda", init_seed=1, shared_dir="/s", input_sets=(0, 1), timing=timing),
+        j.TuneSpec(problem="/p.py", device="cuda", seed=0, candidates=((0, "/a.py"), (1, "/b.py")), timing=timing),
+        j.ProbeSpec(problem="/p.py", device="cpu"),
+        j.ExportProbeSpec(reference="/p.py", variants=({"id": "v", "path": "/v.py", "language": "triton"},)),
+        j.SanitizeSpec(problem="/p.py", candidate="/c.py", device="cuda", seed=3, size_overrides={"N": 64}),
     ]
-    assert {type(s) for s in specs} == set(p.SPECS.values())
+    assert {type(s) for s in specs} == set(p.jobs().values()) == {m.__dict__[n] for m in j.MODULES for n in dir(m) if n.endswith("Spec") and n != "JobSpec" and m.__dict__[n].__module__ == m.__name__}
     for spec in specs:
         assert type(spec).from_json(json.loads(json.dumps(spec.to_json()))) == spec
         assert type(spec).from_json(spec) is spec
-    assert p.TuneSpec.from_json(specs[3].to_json()).candidates == ((0, "/a.py"), (1, "/b.py"))
+    assert j.TuneSpec.from_json(specs[3].to_json()).candidates == ((0, "/a.py"), (1, "/b.py"))
     with pytest.raises(p.ProtocolError, match=re.escape("candidates[0]: a list is not tuple[int, str]")):
-        p.TuneSpec.from_json({**specs[3].to_json(), "candidates": [[0]]})
+        j.TuneSpec.from_json({**specs[3].to_json(), "candidates": [[0]]})
     with pytest.raises(p.ProtocolError, match="out_dir: missing"):
-        p.CandidateSpec.from_json({k: v for k, v in specs[1].to_json().items() if k != "out_dir"})
-    assert p.TimingSettings.from_config(target_ms=200.0).target_ms == 200.0
+        j.CandidateSpec.from_json({k: v for k, v in specs[1].to_json().items() if k != "out_dir"})
+    assert j.TimingSettings.from_config(target_ms=200.0).target_ms == 200.0

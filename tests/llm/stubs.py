@@ -10,7 +10,7 @@ import re
 import time
 from pathlib import Path
 
-from kernelwright.isolation.protocol import Measurement
+from kernelwright.jobs import Measurement
 from kernelwright.records import Finding, Status
 from kernelwright.verify.records import TrialOutcome, Verdict
 

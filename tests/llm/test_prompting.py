@@ -11,7 +11,7 @@ from stubs import measured
 from kernelwright.generate.families.base import Policy
 from kernelwright.hardware import lookup
 from kernelwright.inspect.analysis import KernelSummary
-from kernelwright.isolation.protocol import KernelRecord
+from kernelwright.jobs import KernelRecord
 from kernelwright.llm.parse import extract_modelnew
 from kernelwright.llm.prompting import (
     Attempt,

@@ -13,7 +13,7 @@ import pytest
 
 from kernelwright.cli import main
 from kernelwright.errors import InputError
-from kernelwright.isolation.protocol import Measurement
+from kernelwright.jobs import Measurement
 from kernelwright.records import Status
 from kernelwright.search.optimize import optimize
 from kernelwright.search.records import Candidate, Outcome

@@ -3,7 +3,7 @@ of installed libraries, and the per-call accounting the parent judges."""
 
 from __future__ import annotations
 
-from kernelwright.isolation.protocol import CandidateTrial
+from kernelwright.jobs import CandidateTrial
 from kernelwright.verify.launches import (
     LaunchRecorder,
     _installed_code,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.inspect.analysis import KernelSummary
-from kernelwright.isolation.protocol import KernelRecord, Measurement
+from kernelwright.jobs import KernelRecord, Measurement
 from kernelwright.verify.records import Verdict
 from kernelwright.verify.roofline import Roofline
 

@@ -553,7 +553,7 @@ def _cut_short(row: Mapping[str, Any]) -> bool:
 
 def _median(measurement: Any) -> float | None:
     """The median of a baseline cache entry (a Measurement's JSON)."""
-    from kernelwright.isolation.protocol import Measurement
+    from kernelwright.jobs import Measurement
 
     try:
         return Measurement.from_json(measurement).median_ms

@@ -23,7 +23,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kernelwright.isolation.protocol import ExportProbeResult, ExportProbeSpec, JobError
+from kernelwright.isolation.protocol import JobError
+from kernelwright.jobs import ExportProbeResult, ExportProbeSpec
 from kernelwright.problem.signature import forward_input_names
 
 log = logging.getLogger(__name__)

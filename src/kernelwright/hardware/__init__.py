@@ -1,4 +1,4 @@
-"""The hardware knowledge base, occupancy rules and measured ceilings (DESIGN.md, "Instruction-level evidence").
+"""The hardware knowledge base, occupancy rules and measured ceilings (docs/protocol.md, "Instruction-level evidence").
 
     from kernelwright.hardware import lookup, local_gpu, occupancy
     lookup("H100").memory_bandwidth_gbs                   # 3350.0, from gpus.toml (a data file with sources)

@@ -1,6 +1,6 @@
 """Measured ceilings of the local GPU: what a large device-to-device copy and a library matmul actually reach.
 
-These feed the verifier's *achievable* roofline floor (DESIGN.md, rule 11). They are measured once per device,
+These feed the verifier's *achievable* roofline floor (protocol rule 11). They are measured once per device,
 driver and torch version (well under 15 s) and cached as JSON under ``config.cache_dir / "calibration"``:
 
     from kernelwright.hardware.calibration import measured_ceilings, load_cached_ceilings

@@ -1,4 +1,4 @@
-"""Instruction-level evidence: what the kernels a candidate launches actually execute (DESIGN.md).
+"""Instruction-level evidence: what the kernels a candidate launches actually execute (docs/protocol.md).
 
     from kernelwright.inspect import compile_for_arch, analyze_artifact, evaluate
     artifact = compile_for_arch(kernel, args, kwargs, "sm_90a")     # a Triton kernel, no GPU needed

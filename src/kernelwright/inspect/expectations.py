@@ -178,7 +178,7 @@ def _precision_findings(kernel: KernelSummary, traits: ProblemTraits, dtype: str
             continue
         if kind_bits >= problem_bits:
             # Wider (or as wide) operands than the problem's: correct, but not the precision the problem claims —
-            # an fp8 problem on 16-bit MMAs never ran the fp8 tensor cores (KNOWN_HACKS #22, "or the reverse").
+            # an fp8 problem on 16-bit MMAs never ran the fp8 tensor cores (integrity #22, "or the reverse").
             findings.append(Finding(
                 code="mma-type-mismatch",
                 severity=Severity.WARNING,
@@ -191,7 +191,7 @@ def _precision_findings(kernel: KernelSummary, traits: ProblemTraits, dtype: str
             findings.append(_tf32_finding(kernel, traits, count, details_base))
         elif dtype == "fp32" and kind in ("fp16", "bf16"):
             findings.append(_half_in_fp32(kernel, traits, count, kind, details_base))
-        else:  # fp16 on bf16 MMAs included: 7 bits of mantissa for 10 (KNOWN_HACKS #22)
+        else:  # fp16 on bf16 MMAs included: 7 bits of mantissa for 10 (integrity #22)
             allowed = traits.policy.allow_reduced_precision
             findings.append(Finding(
                 code="low-precision-mma",

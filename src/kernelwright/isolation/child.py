@@ -1,12 +1,14 @@
-"""Entry point of every isolated job: ``python -m kernelwright.isolation.child JOB SPEC.json FD``, or
-``--prestarted JOB SPEC.json FD`` for a process started ahead of its job: its imports done, it waits for "go" on
-stdin, which comes once the spec is written (:func:`kernelwright.isolation.process.prestart_child`).
+"""The child side of every isolated job: ``python -m kernelwright.jobs JOB SPEC.json FD`` (the entry point, which
+registers the jobs, then calls :func:`main`), or ``--prestarted JOB SPEC.json FD`` for a process started ahead of
+its job: its imports done, it waits for "go" on stdin, which comes once the spec is written
+(:func:`kernelwright.isolation.process.prestart_child`).
 
-The job gets its spec as the record :data:`~kernelwright.isolation.protocol.SPECS` names for it. The child reports
-through :class:`Channel` — the records of :mod:`kernelwright.isolation.protocol` as JSON lines on the inherited pipe
-``FD`` — and writes tensors to files the parent loads with ``weights_only=True``. Any exception in a job becomes a
-:class:`~kernelwright.isolation.protocol.JobError` with a ``status`` the parent turns into a verdict; the process
-always ends with :class:`~kernelwright.isolation.protocol.Done` when it gets that far.
+The job gets its spec as the record its module registered (:func:`~kernelwright.isolation.protocol.spec_class`)
+and runs the function that record names (``runs``). The child reports through :class:`Channel` — report records
+as JSON lines on the inherited pipe ``FD`` — and writes tensors to files the parent loads with
+``weights_only=True``. Any exception in a job becomes a :class:`~kernelwright.isolation.protocol.JobError` with a
+``status`` the parent turns into a verdict; the process always ends with
+:class:`~kernelwright.isolation.protocol.Done` when it gets that far.
 """
 
 from __future__ import annotations
@@ -22,17 +24,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from kernelwright.isolation.protocol import SPECS, Done, JobError, JobSpec, LockWait, Report, wire
+from kernelwright.isolation.protocol import Done, JobError, JobSpec, LockWait, Report, jobs, spec_class, wire
 
-JOBS: dict[str, str] = {
-    "reference": "kernelwright.verify.reference:run_reference_job",
-    "candidate": "kernelwright.verify.candidate:run_candidate_job",
-    "baseline": "kernelwright.verify.baseline:run_baseline_job",
-    "tune": "kernelwright.search.worker:run_tune_job",
-    "probe": "kernelwright.verify.probe:run_probe_job",
-    "export_probe": "kernelwright.export.probe:run_export_probe_job",
-    "sanitize": "kernelwright.verify.sanitize:run_sanitize_job",
-}
+ENTRY_MODULE = "kernelwright.jobs"  # python -m ENTRY_MODULE JOB SPEC.json FD: registers the jobs, then main()
 
 
 class Channel:
@@ -74,8 +68,9 @@ def short_traceback(exc: BaseException, *, limit_lines: int = 12) -> str:
     return "\n".join(text[-limit_lines:])
 
 
-def _resolve(target: str) -> Callable[[JobSpec, Channel], None]:
-    module_name, _, attr = target.partition(":")
+def _resolve(job: str) -> Callable[[JobSpec, Channel], None]:
+    """The function the job's spec names (imported here, in the child)."""
+    module_name, _, attr = spec_class(job).runs.partition(":")
     module = __import__(module_name, fromlist=[attr])
     return getattr(module, attr)
 
@@ -87,7 +82,7 @@ def _warm_up(job: str) -> None:
 
     with contextlib.suppress(Exception):
         import triton  # noqa: F401 - the candidate's and the tuner's kernels compile with it
-    _resolve(JOBS[job])
+    _resolve(job)
     from kernelwright.runtime.interpreter import interpret_requested
 
     if not interpret_requested() and os.environ.get("CUDA_VISIBLE_DEVICES", None) != "":
@@ -131,16 +126,16 @@ def main(argv: list[str]) -> int:
     _end_with_parent()
     if argv and argv[0] == "--prestarted":
         argv = argv[1:]
-        if len(argv) == 3 and argv[0] in JOBS and not _await_spec(argv[0]):
+        if len(argv) == 3 and argv[0] in jobs() and not _await_spec(argv[0]):
             return 0
-    if len(argv) != 3 or argv[0] not in JOBS:
-        print(f"usage: python -m kernelwright.isolation.child [--prestarted] {{{'|'.join(JOBS)}}} SPEC.json FD "
+    if len(argv) != 3 or argv[0] not in jobs():
+        print(f"usage: python -m {ENTRY_MODULE} [--prestarted] {{{'|'.join(sorted(jobs()))}}} SPEC.json FD "
               "(--prestarted: warm up, then wait for 'go' on stdin)", file=sys.stderr)
         return 2
     job, spec_path, fd = argv[0], argv[1], int(argv[2])
     channel = Channel(fd)
     with open(spec_path) as fh:
-        spec = SPECS[job].from_json(json.load(fh))
+        spec = spec_class(job).from_json(json.load(fh))
     os.unlink(spec_path)  # the candidate must not read where the problem and the reference live
     on_gpu = getattr(spec, "device", None) == "cuda"
     if on_gpu:
@@ -159,7 +154,7 @@ def main(argv: list[str]) -> int:
         profiler = cProfile.Profile()
         profiler.enable()
     try:
-        _resolve(JOBS[job])(spec, channel)
+        _resolve(job)(spec, channel)
     except JobFailure as failure:
         channel.send(JobError(status=failure.status, code=failure.code, message=failure.message,
                               detail=failure.detail))
@@ -185,11 +180,3 @@ def main(argv: list[str]) -> int:
     sys.stderr.flush()
     # Skip interpreter teardown: threads or atexit handlers a candidate left behind must not keep us alive.
     os._exit(0)
-
-
-if __name__ == "__main__":
-    # Run the copy imported under its real name, so that JobFailure raised by the jobs (which import
-    # kernelwright.isolation.child) is the class main() catches — not a twin defined in __main__.
-    from kernelwright.isolation.child import main as _main
-
-    raise SystemExit(_main(sys.argv[1:]))

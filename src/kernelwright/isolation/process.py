@@ -1,7 +1,7 @@
-"""Running untrusted (and merely fallible) code in a child process — DESIGN.md rule 1.
+"""Running untrusted (and merely fallible) code in a child process — protocol rule 1.
 
 Every job that runs code kernelwright did not write itself — the verifier's reference, candidate and baselines,
-the tuning worker, the problem probe, the export probe — runs as ``python -m kernelwright.isolation.child JOB
+the tuning worker, the problem probe, the export probe — runs as ``python -m kernelwright.jobs JOB
 SPEC.json FD`` in a fresh process, under one policy:
 
 - a new session (process group), so a hang is ended by killing the whole group, grandchildren included;
@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.isolation import protocol
+from kernelwright.isolation.child import ENTRY_MODULE
 
 R = TypeVar("R", bound=protocol.Report)
 
@@ -363,7 +364,7 @@ def prestart_child(job: str, *, workdir: Path, device: str | None = None,
     context are ready when the spec comes (a torch import takes 5-9 s on the H200 machine). The process runs only
     kernelwright's own code until then; it still serves exactly one job. False if one is already waiting or none
     can start (``run_child`` then starts its own, as without this)."""
-    if job not in protocol.SPECS or _STOPPING.is_set():
+    if job not in protocol.jobs() or _STOPPING.is_set():
         return False
     workdir.mkdir(parents=True, exist_ok=True)
     key, env, limit, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes)
@@ -373,7 +374,7 @@ def prestart_child(job: str, *, workdir: Path, device: str | None = None,
     stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"
     read_fd, write_fd = os.pipe()
     spec_path = workdir / f"{job}-spec.json"  # written by run_child before it says "go"
-    cmd = [sys.executable, "-m", "kernelwright.isolation.child", "--prestarted", job, str(spec_path), str(write_fd)]
+    cmd = [sys.executable, "-m", ENTRY_MODULE, "--prestarted", job, str(spec_path), str(write_fd)]
     try:
         proc = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, memory_limit_bytes=limit,
                       stdin=subprocess.PIPE, stdout_path=stdout_path, stderr_path=stderr_path)
@@ -442,8 +443,8 @@ def run_child(
     wrapper: Sequence[str] = (),
     deadline: Deadline = NO_DEADLINE,
 ) -> ChildRun:
-    """Run ``kernelwright.isolation.child JOB`` with ``spec`` (the job's record in
-    :data:`~kernelwright.isolation.protocol.SPECS`, or its JSON) in a fresh process and collect what it reports.
+    """Run ``python -m kernelwright.jobs JOB`` with ``spec`` (the job's record, or its JSON) in a fresh process and
+    collect what it reports.
 
     ``device`` ("cpu" or "cuda") applies the policy's environment and memory limit (:func:`job_environment`,
     :func:`memory_limit`); ``env_extra`` and ``memory_limit_bytes`` override them. ``wrapper``: a command the
@@ -459,7 +460,7 @@ def run_child(
     key, env, limit, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes)
     scratch.mkdir(exist_ok=True)
     spec_path = workdir / f"{job}-spec.json"
-    spec_path.write_text(json.dumps(protocol.SPECS[job].from_json(spec).to_json(), indent=1, default=str))
+    spec_path.write_text(json.dumps(protocol.spec_class(job).from_json(spec).to_json(), indent=1, default=str))
 
     messages: list[dict[str, Any]] = []
     errors: list[str] = []
@@ -472,7 +473,7 @@ def run_child(
         else:
             stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"
             read_fd, write_fd = os.pipe()
-            cmd = [*wrapper, sys.executable, "-m", "kernelwright.isolation.child", job, str(spec_path),
+            cmd = [*wrapper, sys.executable, "-m", ENTRY_MODULE, job, str(spec_path),
                    str(write_fd)]
             proc = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, memory_limit_bytes=limit,
                           stdin=subprocess.DEVNULL, stdout_path=stdout_path, stderr_path=stderr_path)

@@ -1,20 +1,17 @@
-"""The child protocol: one typed record for each isolated job's spec and for each kind of report a child sends.
+"""The child protocol: typed records for what a parent asks of an isolated job and what the job reports back.
 
-A parent builds a spec record (:class:`ReferenceSpec`, :class:`CandidateSpec`, …) and :func:`run_child
-<kernelwright.isolation.process.run_child>` writes it as JSON; the child reads it back into the same record
-(:data:`SPECS`). The child reports with ``channel.send(record)``: one JSON line ``{"event": KIND, **fields}``
-(:func:`wire`). The parent reads each line back into the record its job may send (:data:`REPORTS`, :func:`read`)
-and its code reads attributes, never keys.
+Each job lives in :mod:`kernelwright.jobs`: its module defines the job's spec (a :class:`JobSpec` subclass, which
+registers the job: its name, its reports, the function the child runs) and its report records. A parent builds
+the spec and :func:`run_child <kernelwright.isolation.process.run_child>` writes it as JSON; the child reads it back
+into the same record (:func:`spec_class`). The child reports with ``channel.send(record)``: one JSON line
+``{"event": KIND, **fields}`` (:func:`wire`). The parent reads each line back into the record its job may send
+(:func:`report_kinds`, :func:`read`) and its code reads attributes, never keys.
 
 Whatever runs in a child can write to its channel too (the candidate's code above all): a line that does not parse
 into its record — a field missing or of the wrong type, a field the record does not have, a kind the job never
 sends — is a :class:`ProtocolError`, which ``run_child`` counts among the run's ``protocol_errors`` (the verifier's
 ``protocol-violation``) and leaves out of its messages. A well-formed forgery still parses: the verifier trusts
 only what it checks itself (the trials' outputs on disk, every expected trial reported).
-
-Values whose shape belongs to another module stay plain JSON here and are read by their owners: a trial plan
-(``verify.trials.TrialSpec``), the reference's work count (``verify.roofline.WorkCount``), device facts, ceilings,
-a CUDA build's result, the export probe's plan.
 """
 
 from __future__ import annotations
@@ -23,10 +20,10 @@ import functools
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
-from kernelwright.records import DEFAULT_POLICY, Policy
+from kernelwright.records import Policy
 
 R = TypeVar("R", bound="Record")
 
@@ -139,159 +136,12 @@ def _decode_record(value: Any, cls: type[R], where: str) -> R:
     return cls(**kwargs)
 
 
-def _no_reserved_keys(details: Mapping[str, Any], what: str) -> None:
+def no_reserved_keys(details: Mapping[str, Any], what: str) -> None:
     """The parent passes these dicts on as a finding's details: keyword arguments of ``Judge.add(self, code,
     message, severity, **details)``."""
     clash = sorted({"self", "code", "message", "severity"} & set(details))
     if clash:
         raise ProtocolError(f"{what}: {clash[0]!r} is a reserved name")
-
-
-# -- payload records ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
-class Measurement(Record):
-    """One timed call's statistics (verify/timing.py measures it): the candidate's, a baseline's, a tuned one's."""
-
-    DERIVED: ClassVar[tuple[str, ...]] = ("iqr_ms",)
-
-    median_ms: float
-    min_ms: float
-    q1_ms: float
-    q3_ms: float
-    mean_ms: float
-    reps: int
-    host_ms_per_call: float  # wall time of the timed batch / reps (flushes included)
-    flush_ms: float  # median time of one L2 flush
-    unexplained_ms_per_call: float  # wall time the events and flushes do not account for
-
-    @property
-    def iqr_ms(self) -> float:
-        return self.q3_ms - self.q1_ms
-
-
-@dataclass(frozen=True, kw_only=True)
-class KernelRecord(Record):
-    """One kernel the candidate's call ran (verify/launches.py lists them)."""
-
-    name: str
-    origin: str  # "own" or "library"
-    source: str  # "triton", "extension", "aten", "cuda" (a device kernel from the profiler)
-    launches: int
-    device_time_us: float | None  # None where not measured (CPU)
-    streams: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class TimingSettings(Record):
-    """How a job times its calls (verify/timing.py's ``measure``), from kernelwright's configuration."""
-
-    min_reps: int
-    max_reps: int
-    target_ms: float
-    warmup_ms: float
-
-    @classmethod
-    def from_config(cls, **overrides: Any) -> TimingSettings:
-        from kernelwright.config import config
-
-        return cls(**{"min_reps": config.timing_min_reps, "max_reps": config.timing_max_reps,
-                      "target_ms": config.timing_target_ms, "warmup_ms": config.timing_warmup_ms, **overrides})
-
-
-# -- job specs ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
-class JobSpec(Record):
-    """What a parent asks of one child job (written to SPEC.json, read back by the job)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReferenceSpec(JobSpec):
-    problem: str
-    device: str
-    init_seed: int
-    trials: tuple[dict[str, Any], ...]  # TrialSpec.to_json() of every planned trial
-    shared_dir: str  # what the candidate may read: inputs, init inputs, state
-    private_dir: str  # the answers, for the parent alone
-    policy: Policy = DEFAULT_POLICY
-    size_globals: dict[str, int] = field(default_factory=dict)  # the problem's sizes, overrides applied
-    size_overrides: dict[str, int] = field(default_factory=dict)
-    count_work: bool = True  # FLOPs and bytes for the roofline
-    aliasing: bool = True  # whether the problem's outputs alias or change its inputs
-
-
-@dataclass(frozen=True, kw_only=True)
-class CandidateSpec(JobSpec):
-    candidate: str
-    device: str
-    init_seed: int
-    trials: tuple[dict[str, Any], ...]  # the trials to run (TrialSpec.to_json())
-    shared_dir: str
-    out_dir: str  # the outputs of checked and timed calls, cubins
-    policy: Policy = DEFAULT_POLICY
-    expected_output_bytes: int = 0  # the reference's output size (free memory to leave when poisoning)
-    profile_trial: int | None = None  # the call whose kernel list goes into the verdict
-    watch_paths: tuple[str, ...] = ()  # opening these is reference-access
-    inspect_archs: tuple[str, ...] = ()  # archs to cross-compile the Triton kernels for
-    arch: str = "sm_90a"  # the arch CUDA extensions compile for without a GPU
-    triton_kernels: tuple[str, ...] = ()  # Triton kernels the candidate's file defines
-    timing: TimingSettings | None = None  # None: not timed
-    n_sets: int = 4  # input sets rotated among timed calls
-
-
-@dataclass(frozen=True, kw_only=True)
-class BaselineSpec(JobSpec):
-    problem: str
-    device: str
-    init_seed: int
-    shared_dir: str
-    input_sets: tuple[int, ...]  # the trials whose inputs are timed
-    timing: TimingSettings
-    policy: Policy = DEFAULT_POLICY
-    size_overrides: dict[str, int] = field(default_factory=dict)
-    variants: tuple[str, ...] = ("eager", "compile", "compile_max_autotune")
-    calibrate: bool = True  # measure the device's ceilings too
-
-
-@dataclass(frozen=True, kw_only=True)
-class TuneSpec(JobSpec):
-    problem: str
-    device: str
-    seed: int
-    candidates: tuple[tuple[int, str], ...]  # (index, path) of each template candidate to time
-    timing: TimingSettings
-    policy: Policy = DEFAULT_POLICY
-    n_sets: int = 2
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProbeSpec(JobSpec):
-    problem: str
-    device: str
-    max_elements: int = 1 << 18  # the budget of reduced sizes on the CPU
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExportProbeSpec(JobSpec):
-    reference: str  # the problem file
-    variants: tuple[dict[str, Any], ...] = ()  # id, path, language (and the run it came from)
-    trace: bool = True  # trace each Triton variant as torch.compile would
-    prefix: str = ""  # of the probe's module names
-
-
-@dataclass(frozen=True, kw_only=True)
-class SanitizeSpec(JobSpec):
-    problem: str
-    candidate: str
-    device: str
-    seed: int
-    size_overrides: dict[str, int] = field(default_factory=dict)  # none: reduced to max_elements
-    max_elements: int = 1 << 16
-
-
-SPECS: dict[str, type[JobSpec]] = {
-    "reference": ReferenceSpec, "candidate": CandidateSpec, "baseline": BaselineSpec, "tune": TuneSpec,
-    "probe": ProbeSpec, "export_probe": ExportProbeSpec, "sanitize": SanitizeSpec,
-}
 
 
 # -- reports -----------------------------------------------------------------------------------------------------
@@ -337,233 +187,49 @@ class LockWait(Report):
     seconds: float
 
 
-@dataclass(frozen=True, kw_only=True)
-class DeviceFacts(Report):
-    event: ClassVar[str] = "device"
-    facts: dict[str, Any]  # verify/runtime.device_facts
+ANY_JOB: tuple[type[Report], ...] = (JobError, Done, LockWait, Note)  # what every job may send
+
+
+# -- job specs: each job's record, registered by its own module (kernelwright/jobs/) ------------------------------
+_JOBS: dict[str, type[JobSpec]] = {}
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReferenceTrial(Report):
-    """The reference's side of one trial: how its inputs were made and what the answers look like, or why it was
-    skipped (the answers themselves are files)."""
+class JobSpec(Record):
+    """What a parent asks of one child job (written to SPEC.json, read back by the job). A job's spec names the
+    job (``job``), the reports it sends besides :data:`ANY_JOB` (``reports``) and the function the child runs
+    (``runs``: ``"module:function"``, imported in the child only); defining the class registers the job."""
 
-    event: ClassVar[str] = "trial"
-    index: int
-    kind: str
-    skipped: str | None = None
-    source: int | None = None
-    seed: int | None = None
-    note: str = ""  # how the inputs were made (a scale, a second shape)
-    inputs: tuple[Any, ...] = ()  # tensors described, other values repr'd
-    outputs: tuple[dict[str, Any], ...] = ()  # verify/tensors.describe of each
-    container: str | None = None  # tensor, tuple or list
-    finite: bool | None = None
-    fp64: bool | None = None  # a float64 answer exists
-    n_tensor_inputs: int | None = None
+    job: ClassVar[str] = ""
+    reports: ClassVar[tuple[type[Report], ...]] = ()
+    runs: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.job:
+            if not cls.runs or ":" not in cls.runs:
+                raise TypeError(f"job {cls.job!r}: runs must name the child's function as 'module:function'")
+            _JOBS[cls.job] = cls
 
 
-@dataclass(frozen=True, kw_only=True)
-class Work(Report):
-    event: ClassVar[str] = "work"
-    work: dict[str, Any]  # verify.roofline.WorkCount.to_json()
+def jobs() -> dict[str, type[JobSpec]]:
+    """Every job registered in this process (importing :mod:`kernelwright.jobs` registers them all)."""
+    return dict(_JOBS)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Semantics(Report):
-    """What the problem's own forward does to its inputs (a candidate may do the same)."""
-
-    event: ClassVar[str] = "semantics"
-    outputs_alias_inputs: tuple[int, ...] = ()
-    mutates_inputs: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReferenceKernels(Report):
-    event: ClassVar[str] = "reference_kernels"
-    names: tuple[str, ...]  # device kernels (GPU) or aten operators (CPU) of one forward
-    method: str
+def spec_class(job: str) -> type[JobSpec]:
+    """The spec record of ``job``; :class:`ProtocolError` if no module registered it."""
+    found = _JOBS.get(job)
+    if found is None:
+        raise ProtocolError(f"no job named {job!r} is registered; known: {', '.join(sorted(_JOBS)) or 'none'} "
+                            "(import kernelwright.jobs)")
+    return found
 
 
-@dataclass(frozen=True, kw_only=True)
-class Weights(Report):
-    event: ClassVar[str] = "weights"
-    source: str  # where the candidate's weights came from
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrialStart(Report):
-    event: ClassVar[str] = "trial_start"
-    index: int
-    kind: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class CandidateTrial(Report):
-    """The candidate's side of one trial: raw observations of one call (its outputs are a file)."""
-
-    event: ClassVar[str] = "trial"
-    index: int
-    kind: str
-    output_types: tuple[str, ...]  # module.qualname of each output
-    outputs: tuple[dict[str, Any], ...]  # verify/tensors.describe of each tensor output
-    container: str | None
-    mutated_inputs: tuple[int, ...]
-    aliased_outputs: tuple[int, ...]
-    late_writes: tuple[int, ...]  # outputs that changed after forward returned
-    triton_launches: dict[str, int]
-    extension_calls: dict[str, int]
-    own_calls: int  # launches of the candidate's own code seen from Python
-    own_device_kernels: tuple[str, ...] | None  # GPU: the candidate's own device kernels (None: not profiled)
-    device_kernels: int | None
-    wall_s: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class Kernels(Report):
-    event: ClassVar[str] = "kernels"
-    kernels: tuple[KernelRecord, ...]  # of the profiled call
-    method: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChildFinding(Report):
-    """Evidence the candidate's job saw itself (the integrity monitor, the L2 checks)."""
-
-    event: ClassVar[str] = "finding"
-    code: str
-    message: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        _no_reserved_keys(self.details, "details")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Phase(Report):
-    event: ClassVar[str] = "phase"
-    name: str  # "timing", "instructions": where a failure from here on belongs
-
-
-@dataclass(frozen=True, kw_only=True)
-class TimingResult(Report):
-    event: ClassVar[str] = "timing"
-    measurement: Measurement
-    side_stream: bool  # work the timed stream did not see
-    timed_trials: tuple[int, ...]  # the trials whose inputs were timed (their outputs are files)
-    calls_without_own_kernel: int
-    timed_calls: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Cubin(Report):
-    """A compiled kernel for the instruction summary: ran natively (``arch`` "native") or cross-compiled."""
-
-    event: ClassVar[str] = "cubin"
-    name: str | None  # None: a CUDA extension compiled without a GPU
-    arch: str
-    path: str
-    ptx_path: str
-    ptxas_log: str = ""
-    n_regs: int | None = None
-    n_spills: int | None = None  # Triton's count of 4-byte words
-    shared: int | None = None  # dynamic shared memory, bytes
-    num_warps: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Binary(Report):
-    event: ClassVar[str] = "binary"
-    name: str  # a CUDA extension the candidate built
-    path: str  # its shared object
-
-
-@dataclass(frozen=True, kw_only=True)
-class CudaBuild(Report):
-    """A CUDA extension compiled (or not) without a GPU."""
-
-    event: ClassVar[str] = "cuda_build"
-    name: str
-    arch: str
-    result: dict[str, Any]  # inspect.cuda_compile's result; "ok": True, False or None (not compiled)
-
-    def __post_init__(self) -> None:
-        _no_reserved_keys(self.result, "result")
-        if self.result.get("ok") not in (True, False, None):
-            raise ProtocolError("result.ok: must be true, false or null")
-
-
-@dataclass(frozen=True, kw_only=True)
-class BaselineResult(Report):
-    event: ClassVar[str] = "baseline"
-    name: str  # eager, compile, compile_max_autotune
-    measurement: Measurement | None  # None: it failed
-    error: str = ""
-    detail: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Ceilings(Report):
-    event: ClassVar[str] = "ceilings"
-    ceilings: dict[str, Any]  # hardware.calibration's measured ceilings
-
-
-@dataclass(frozen=True, kw_only=True)
-class TuneStart(Report):
-    event: ClassVar[str] = "tune_start"
-    index: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Tuned(Report):
-    event: ClassVar[str] = "tuned"
-    index: int
-    ok: bool
-    measurement: Measurement | None = None
-    error: str = ""  # "wrong output: ..." or "STATUS: Exception: ..."
-    detail: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProbeResult(Report):
-    """What running a problem once showed (verify/probe.py): also what ``probe_problem`` returns."""
-
-    event: ClassVar[str] = "probe"
-    ok: bool
-    message: str  # one line: what ran, or what went wrong
-    outputs: tuple[dict[str, Any], ...] = ()  # shape and dtype of each output
-    reduced_sizes: dict[str, int] = field(default_factory=dict)  # CPU only
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExportProbeResult(Report):
-    event: ClassVar[str] = "export_probe"
-    result: dict[str, Any]  # export/probe.py's plan, or {"ok": False, "message": ...}
-
-
-@dataclass(frozen=True, kw_only=True)
-class SanitizeRan(Report):
-    """The candidate's forward finished under compute-sanitizer (what the tool saw is in its own output)."""
-
-    event: ClassVar[str] = "sanitize"
-    seconds: float
-    sizes: dict[str, int] = field(default_factory=dict)
-
-
-_ANY_JOB = (JobError, Done, LockWait, Note)
-REPORTS: dict[str, dict[str, type[Report]]] = {
-    job: {kind.event: kind for kind in (*_ANY_JOB, *kinds)} for job, kinds in {
-        "reference": (DeviceFacts, ReferenceTrial, Work, Semantics, ReferenceKernels),
-        "candidate": (DeviceFacts, Weights, TrialStart, CandidateTrial, Kernels, ChildFinding, Phase, TimingResult,
-                      Cubin, Binary, CudaBuild),
-        "baseline": (BaselineResult, Ceilings),
-        "tune": (TuneStart, Tuned),
-        "probe": (ProbeResult,),
-        "export_probe": (ExportProbeResult,),
-        "sanitize": (SanitizeRan,),
-    }.items()
-}
+def report_kinds(job: str) -> dict[str, type[Report]]:
+    """The reports ``job``'s child may send, by their ``event`` (none for a job no module registered)."""
+    spec = _JOBS.get(job)
+    return {kind.event: kind for kind in (*ANY_JOB, *(spec.reports if spec is not None else ()))}
 
 
 def wire(report: Report) -> dict[str, Any]:
@@ -574,7 +240,7 @@ def wire(report: Report) -> dict[str, Any]:
 def read(job: str, message: Mapping[str, Any]) -> Report:
     """The record of one message from ``job``'s child; :class:`ProtocolError` if it is not one that job sends."""
     event = message.get("event")
-    kind = REPORTS.get(job, {}).get(event) if isinstance(event, str) else None
+    kind = report_kinds(job).get(event) if isinstance(event, str) else None
     if kind is None:
         raise ProtocolError(f"the {job} job sends no {str(event)[:40]!r} message")
     try:

@@ -104,7 +104,8 @@ class GpuEvaluator:
 
     def time(self, candidates: Sequence[Candidate], *, deadline: Deadline = NO_DEADLINE) -> Iterator[Outcome]:
         from kernelwright.isolation.process import run_child
-        from kernelwright.isolation.protocol import JobError, TimingSettings, Tuned, TuneSpec, TuneStart
+        from kernelwright.isolation.protocol import JobError
+        from kernelwright.jobs import TimingSettings, Tuned, TuneSpec, TuneStart
 
         pending = list(candidates)
         restarts = 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelwright.isolation.child import Channel, short_traceback
-from kernelwright.isolation.protocol import Tuned, TuneSpec, TuneStart
+from kernelwright.jobs import Tuned, TuneSpec, TuneStart
 from kernelwright.verify import runtime
 
 

@@ -1,4 +1,4 @@
-"""The baseline job: eager PyTorch and ``torch.compile`` timed exactly as the candidate is (DESIGN.md rule 10),
+"""The baseline job: eager PyTorch and ``torch.compile`` timed exactly as the candidate is (protocol rule 10),
 in a process of their own, on the same input sets; plus the device's measured ceilings for the roofline."""
 
 from __future__ import annotations
@@ -10,14 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, short_traceback
-from kernelwright.isolation.protocol import (
-    BaselineResult,
-    BaselineSpec,
-    Ceilings,
-    JobError,
-    Measurement,
-    Note,
-)
+from kernelwright.isolation.protocol import JobError, Note
+from kernelwright.jobs import BaselineResult, BaselineSpec, Ceilings, Measurement
 from kernelwright.records import EAGER_DEFAULTS
 from kernelwright.verify import runtime
 

@@ -1,4 +1,4 @@
-"""The candidate job — the only place untrusted code runs (DESIGN.md rules 1, 3, 5-8, 10).
+"""The candidate job — the only place untrusted code runs (protocol rules 1, 3, 5-8, 10).
 
 Order matters: the clock, the integrity monitor and the launch recorder are in place *before* the candidate is
 imported. Each trial loads its inputs from the shared directory (the reference's answers are never in this
@@ -16,7 +16,8 @@ from typing import Any
 
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, JobFailure, short_traceback
-from kernelwright.isolation.protocol import (
+from kernelwright.isolation.protocol import Note
+from kernelwright.jobs import (
     Binary,
     CandidateSpec,
     CandidateTrial,
@@ -25,7 +26,6 @@ from kernelwright.isolation.protocol import (
     CudaBuild,
     DeviceFacts,
     Kernels,
-    Note,
     Phase,
     TimingResult,
     TrialStart,
@@ -202,7 +202,7 @@ class _CandidateJob:
         self.state = torch.load(self.shared / "state.pt", map_location="cpu", weights_only=True)
         channel.send(DeviceFacts(facts=runtime.device_facts(device)))
 
-        self.plan = [trials.TrialSpec.from_json(t) for t in spec.trials]
+        self.plan = list(spec.trials)
         self.expected_bytes = spec.expected_output_bytes
         self.buffers: dict[int, list[Any]] = {}
         self.profile_index = spec.profile_trial
@@ -462,7 +462,7 @@ def persisting_l2_reset() -> Any:
 
 
 def _check_access_policy(channel: Channel) -> None:
-    """An access-policy window on the current stream marks data persisting in L2 (KNOWN_HACKS #14)."""
+    """An access-policy window on the current stream marks data persisting in L2 (integrity #14)."""
     import ctypes
 
     import torch
@@ -504,7 +504,7 @@ def _persisting_l2_limit() -> int | None:
 
 
 def _check_persisting_l2(channel: Channel, before: int | None) -> None:
-    """A persisting-L2 carve-out raised by the candidate keeps data warm across timed calls (KNOWN_HACKS #14).
+    """A persisting-L2 carve-out raised by the candidate keeps data warm across timed calls (integrity #14).
     Compared with the value read before the candidate was imported: drivers report a non-zero default."""
     after = _persisting_l2_limit()
     if after is None or before is None:

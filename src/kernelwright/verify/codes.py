@@ -59,7 +59,7 @@ class Code:
 
 
 CATALOGUE: tuple[Code, ...] = (
-    # -- integrity: each KNOWN_HACKS exploit (docs/integrity.md) -----------------------------------------------------
+    # -- integrity: each known exploit (docs/integrity.md) ------------------------------------------------------------
     Code("timer-tampering", INTEGRITY, E, "the candidate replaced a timing, synchronisation, comparison, copy or "
          "kernel-listing function the harness relies on; replace or wrap none of them", headline=1),
     Code("reference-access", INTEGRITY, E, "candidate code walked frames or the heap, or opened the problem file or "

@@ -1,4 +1,4 @@
-"""Judging one output against the reference — DESIGN.md rule 4; KNOWN_HACKS #2, #10, #11.
+"""Judging one output against the reference — protocol rule 4; integrity #2, #10, #11.
 
 ``reference`` mode (the default) judges against a float64 reference, relative to PyTorch's own error::
 

@@ -1,4 +1,4 @@
-"""Decoys — DESIGN.md rule 9; KNOWN_HACKS #2.
+"""Decoys — protocol rule 9; integrity #2.
 
 If zeros, a constant or a copy of an input passes a problem's check, the problem cannot tell a real kernel from a
 trivial one (its true output is ~0, constant, or its input). Decoys are judged with the same comparison as

@@ -1,4 +1,4 @@
-"""The candidate child's integrity monitor — DESIGN.md rule 8; KNOWN_HACKS #4, #6, #15.
+"""The candidate child's integrity monitor — protocol rule 8; integrity #4, #6, #15.
 
 Installed before the candidate is imported, it
 

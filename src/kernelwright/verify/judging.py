@@ -7,25 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelwright.isolation import protocol
+from kernelwright import jobs
 from kernelwright.isolation.process import ChildRun
 from kernelwright.verify import compare, tensors, trials
 from kernelwright.verify.findings import SPECIAL_TRIAL_CODES
 from kernelwright.verify.launches import trials_without_own
 from kernelwright.verify.records import TrialOutcome
 
-UNREPORTED = protocol.ReferenceTrial(index=-1, kind="unreported")  # a trial the reference said nothing of
+UNREPORTED = jobs.ReferenceTrial(index=-1, kind="unreported")  # a trial the reference said nothing of
 
 
 class TrialJudging:
     """The output-judging methods of a verification (``self`` is a ``_Verification``)."""
 
     def _judge_trials(self, run: ChildRun, refs: dict[int, dict[str, Any]],
-                      ref_trials: dict[int, protocol.ReferenceTrial], semantics: protocol.Semantics) -> bool:
+                      ref_trials: dict[int, jobs.ReferenceTrial], semantics: jobs.Semantics) -> bool:
 
         random_ok = True
         by_index = {t.index: t for t in self.plan}
-        reports = run.reports(protocol.CandidateTrial)
+        reports = run.reports(jobs.CandidateTrial)
         self.trials_without_own = trials_without_own(reports)
         for message in reports:
             index = message.index
@@ -122,7 +122,7 @@ class TrialJudging:
     def _judge_state(self, run: ChildRun) -> bool:
         """The module state the problem's forward changes must be the reference's after the first trial (verify/
         state.py); False, with a ``module-state`` finding, where it is not."""
-        weights = run.report(protocol.Weights)
+        weights = run.report(jobs.Weights)
         if not self.ref_state or weights is None or not weights.source.startswith("copied"):
             return True  # nothing changes, or the candidate's own weights (its state is its own): not comparable
         from kernelwright.verify.state import state_problems
@@ -140,7 +140,7 @@ class TrialJudging:
 
     def _replayed_outputs(self, by_index: dict[int, trials.TrialSpec], refs: dict[int, dict[str, Any]]) -> None:
         """A trial whose output is bit-identical to an earlier trial's output, where the right answers differ, was
-        replayed from a cache (KNOWN_HACKS #8)."""
+        replayed from a cache (integrity #8)."""
 
         def answer(index: int) -> str:
             return "|".join(tensors.digest(o) for o in refs.get(index, {}).get("native", []))

@@ -1,4 +1,4 @@
-"""What a candidate launched — DESIGN.md rule 7; KNOWN_HACKS #7.
+"""What a candidate launched — protocol rule 7; integrity #7.
 
 Three views, joined into one list of :class:`KernelRecord`:
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from kernelwright.isolation.protocol import CandidateTrial, KernelRecord  # the records of the reports
+from kernelwright.jobs import CandidateTrial, KernelRecord
 from kernelwright.problem.files import global_functions
 
 # aten operators that allocate or re-describe memory without computing: not "library work".

@@ -1,4 +1,4 @@
-"""Poisoning memory before a candidate call — DESIGN.md rule 5; KNOWN_HACKS #1 and #13.
+"""Poisoning memory before a candidate call — protocol rule 5; integrity #1 and #13.
 
 Two mechanisms, so that an output the candidate did not write cannot look right:
 

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from kernelwright.isolation.child import Channel
-from kernelwright.isolation.protocol import JobError, ProbeResult, ProbeSpec  # ProbeResult: the job's report
+from kernelwright.isolation.protocol import JobError
+from kernelwright.jobs import ProbeResult, ProbeSpec
 
 
 def probe_problem(path: str | Path, *, device: str, timeout_s: float = 300.0,

@@ -9,7 +9,7 @@ from typing import Any
 
 from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.inspect.analysis import KernelSummary
-from kernelwright.isolation.protocol import KernelRecord, Measurement
+from kernelwright.jobs import KernelRecord, Measurement
 from kernelwright.records import DEFAULT_POLICY, Finding, Policy, ProblemTraits, Severity, Status
 from kernelwright.verify.compare import REFERENCE
 from kernelwright.verify.roofline import Roofline

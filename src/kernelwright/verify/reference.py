@@ -1,4 +1,4 @@
-"""The reference job — runs in its own child, never in the candidate's (DESIGN.md rule 2; KNOWN_HACKS #15).
+"""The reference job — runs in its own child, never in the candidate's (protocol rule 2; integrity #15).
 
 It imports the problem, builds ``Model`` under the recorded seed, makes every trial's inputs (on the device the
 verify runs on: ``get_inputs()`` under ``torch.device``, falling back to the CPU, where KernelBench makes them, for
@@ -18,15 +18,8 @@ import torch
 
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, JobFailure, short_traceback
-from kernelwright.isolation.protocol import (
-    DeviceFacts,
-    Note,
-    ReferenceKernels,
-    ReferenceSpec,
-    ReferenceTrial,
-    Semantics,
-    Work,
-)
+from kernelwright.isolation.protocol import Note
+from kernelwright.jobs import DeviceFacts, ReferenceKernels, ReferenceSpec, ReferenceTrial, Semantics, Work
 from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
 from kernelwright.verify import roofline, runtime, tensors, trials
@@ -298,7 +291,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
 
     answers = _Answers(model, device)
 
-    plan = [trials.TrialSpec.from_json(t) for t in spec.trials]
+    plan = list(spec.trials)
     base_finite = True
     shape_change: dict[str, int] = {}
     if any(t.kind == trials.SHAPE for t in plan):

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from kernelwright.inspect.analysis import KernelSummary
-from kernelwright.isolation.protocol import KernelRecord
+from kernelwright.jobs import KernelRecord
 from kernelwright.records import Status
 from kernelwright.verify.records import Verdict
 

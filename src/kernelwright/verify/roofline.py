@@ -1,4 +1,4 @@
-"""Work counting and roofline floors — DESIGN.md rule 11.
+"""Work counting and roofline floors — protocol rule 11.
 
 The reference child counts what the problem must do (:func:`count_work`): FLOPs of matmul-like ops through
 PyTorch's own flop formulas (``torch.utils.flop_counter.flop_registry``), attributed to the operand dtype, plus an
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kernelwright.records import DEFAULT_POLICY, Policy, ProblemTraits
 
 if TYPE_CHECKING:
-    from kernelwright.isolation.protocol import Measurement
+    from kernelwright.jobs import Measurement
 
 _ATTENTION_HINTS = ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")
 _FREE_OPS = (

@@ -15,7 +15,7 @@ def configure_precision(policy: Policy) -> None:
     """The precision policy, applied identically to the reference, the baselines and the candidate.
 
     PyTorch enables TF32 for cuDNN convolutions by default; an fp32 problem must be judged and timed in fp32,
-    so both switches follow ``policy.allow_tf32`` (DESIGN.md rule 4; KNOWN_HACKS #10). Half precision is never
+    so both switches follow ``policy.allow_tf32`` (protocol rule 4; integrity #10). Half precision is never
     switched on for PyTorch: it is what a candidate may use, not what the reference computes.
     """
     torch.backends.cuda.matmul.allow_tf32 = policy.allow_tf32

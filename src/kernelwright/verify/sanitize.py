@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.isolation.child import Channel
-from kernelwright.isolation.protocol import JobError, SanitizeRan, SanitizeSpec
+from kernelwright.isolation.protocol import JobError
+from kernelwright.jobs import SanitizeRan, SanitizeSpec
 from kernelwright.records import Severity
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")

@@ -1,4 +1,4 @@
-"""GPU timing — DESIGN.md rule 10; KNOWN_HACKS #3, #6, #14, #16.
+"""GPU timing — protocol rule 10; integrity #3, #6, #14, #16.
 
 - The timing functions are captured (:class:`Clock`) *before* the candidate is imported, and used from the
   capture; the integrity monitor checks that nobody replaced the originals.
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from kernelwright.hardware import gpu_lock
-from kernelwright.isolation.protocol import Measurement  # the record a measurement is reported as
+from kernelwright.jobs import Measurement
 
 
 @dataclass(frozen=True)

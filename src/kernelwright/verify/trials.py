@@ -1,4 +1,4 @@
-"""The correctness trials of one verification — DESIGN.md rule 3 and KNOWN_HACKS #8, #11, #12, #13.
+"""The correctness trials of one verification — protocol rule 3 and integrity #8, #11, #12, #13.
 
 The parent plans them; the reference child makes their inputs and answers; the candidate child runs them. Every
 trial's inputs come from a recorded seed, so ``--seed`` replays a failure exactly.
@@ -6,39 +6,17 @@ trial's inputs come from a recorded seed, so ``--seed`` replays a failure exactl
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
-
-RANDOM = "random"  # fresh get_inputs() under a new seed, in new buffers
-REWRITE = "rewrite"  # new values written in place into an earlier trial's buffers (same addresses)
-REPOISON = "repoison"  # an earlier trial's inputs again, with a different poison pattern in free memory
-SCALED = "scaled"  # float inputs multiplied by a large factor
-HEAVY_TAILED = "heavy_tailed"  # float inputs multiplied by log-normal noise (outliers, same signs)
-SHAPE = "shape"  # the problem's size globals changed (a second shape)
-
-POISON_NAN = "nan"  # free memory and torch.empty filled with NaN (0xFF bytes)
-POISON_FINITE = "finite"  # free memory filled with a finite non-zero pattern (0x41 bytes), no NaN fill
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrialSpec:
-    index: int
-    kind: str
-    seed: int
-    source: int | None = None  # REWRITE: whose buffers; REPOISON: whose inputs
-    poison: str = POISON_NAN
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TrialSpec:
-        return cls(**data)
-
-    @property
-    def needs_own_reference(self) -> bool:
-        return self.kind != REPOISON
-
+from kernelwright.jobs.records import (  # noqa: F401 - the trial kinds and poisons, named where the record is
+    HEAVY_TAILED,
+    POISON_FINITE,
+    POISON_NAN,
+    RANDOM,
+    REPOISON,
+    REWRITE,
+    SCALED,
+    SHAPE,
+    TrialSpec,
+)
 
 MIN_RANDOM_TRIALS = 5
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernelwright import jobs
 from kernelwright.config import config
 from kernelwright.errors import ConfigError, InputError
 from kernelwright.hardware.calibration import installed_torch_version
@@ -129,7 +130,7 @@ class BaselineTimings:
     """What :func:`time_baselines` measured: each asked-for baseline's measurement (None where it failed or was
     cut), the ones the deadline cut (pending, not failed: a later call may time them) and the notes on failures."""
 
-    measured: dict[str, protocol.Measurement | None]
+    measured: dict[str, jobs.Measurement | None]
     cut: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
@@ -274,8 +275,8 @@ class _Verification(TrialJudging):
         with self.clock.phase("judging"), self._device_judging():  # every output against the float64 reference
             judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
             self._judge_kernels(cand)
-        timing: dict[str, protocol.Measurement | None] = {}
-        timed = cand.report(protocol.TimingResult) if self.expects_timing else None  # else the candidate wrote it
+        timing: dict[str, jobs.Measurement | None] = {}
+        timed = cand.report(jobs.TimingResult) if self.expects_timing else None  # else the candidate wrote it
         if failure is None and timed:
             m = timed.measurement
             timing["candidate"] = m
@@ -287,7 +288,7 @@ class _Verification(TrialJudging):
             without_own = timed.calls_without_own_kernel
             # Only where every checked call's own launches were visible from Python: a candidate whose kernels run
             # from a replayed CUDA graph or a compiled region shows none on any call, checked or timed.
-            visible = all(t.own_calls > 0 for t in cand.reports(protocol.CandidateTrial))
+            visible = all(t.own_calls > 0 for t in cand.reports(jobs.CandidateTrial))
             if without_own and visible and not self.opts.allow_library_only and not self.judge.has("no-own-kernel"):
                 self.judge.add("timed-call-mismatch",
                                f"{without_own} of {timed.timed_calls} timed calls launched no kernel of "
@@ -296,7 +297,7 @@ class _Verification(TrialJudging):
             if judged:  # a candidate already wrong when checked says nothing new by being wrong when timed
                 with self.clock.phase("judging"), self._device_judging():
                     self._judge_timed_outputs(timed.timed_trials, refs)
-        for finding in cand.reports(protocol.ChildFinding):
+        for finding in cand.reports(jobs.ChildFinding):
             self.judge.add(finding.code, finding.message, **finding.details)
         self._notes(cand)
         with self.clock.phase("instructions"):
@@ -314,11 +315,11 @@ class _Verification(TrialJudging):
         return self._verdict(failure, cand, timing, roofline, percent, instructions)
 
     # -- reference ----------------------------------------------------------------------------------------------
-    def _reference(self) -> tuple[dict[int, dict[str, Any]], dict[int, protocol.ReferenceTrial], protocol.Semantics]:
+    def _reference(self) -> tuple[dict[int, dict[str, Any]], dict[int, jobs.ReferenceTrial], jobs.Semantics]:
         sizes = dict(self.opts.size_overrides or {})
-        spec = protocol.ReferenceSpec(
+        spec = jobs.ReferenceSpec(
             problem=str(self.problem.path), device=self.device, init_seed=self.seed,
-            trials=tuple(t.to_json() for t in self.plan), shared_dir=str(self.shared), private_dir=str(self.private),
+            trials=tuple(self.plan), shared_dir=str(self.shared), private_dir=str(self.private),
             policy=self.opts.policy, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes)
         from kernelwright.verify import refcache
 
@@ -362,25 +363,25 @@ class _Verification(TrialJudging):
 
     def _reference_from(self, run: ChildRun, refs: dict[int, dict[str, Any]], ref_state: dict[str, Any],
                         ref_state64: dict[str, Any]
-                        ) -> tuple[dict[int, dict[str, Any]], dict[int, protocol.ReferenceTrial], protocol.Semantics]:
-        facts = run.report(protocol.DeviceFacts)
+                        ) -> tuple[dict[int, dict[str, Any]], dict[int, jobs.ReferenceTrial], jobs.Semantics]:
+        facts = run.report(jobs.DeviceFacts)
         if facts:
             self.device_facts = facts.facts
-        ref_trials = {t.index: t for t in run.reports(protocol.ReferenceTrial)}
+        ref_trials = {t.index: t for t in run.reports(jobs.ReferenceTrial)}
         self.ref_state, self.ref_state64 = ref_state, ref_state64
-        work = run.report(protocol.Work)
+        work = run.report(jobs.Work)
         if work:
             from kernelwright.verify.roofline import WorkCount, traits
 
             self.work = WorkCount.from_json(work.work)
             self.traits = traits(self.work, policy=self.opts.policy)
         self._notes(run)
-        kernels = run.report(protocol.ReferenceKernels)
+        kernels = run.report(jobs.ReferenceKernels)
         self.reference_kernels = list(kernels.names) if kernels else []
-        return refs, ref_trials, run.report(protocol.Semantics) or protocol.Semantics()
+        return refs, ref_trials, run.report(jobs.Semantics) or jobs.Semantics()
 
     # -- candidate ----------------------------------------------------------------------------------------------
-    def _candidate(self, ref_trials: dict[int, protocol.ReferenceTrial]) -> ChildRun:
+    def _candidate(self, ref_trials: dict[int, jobs.ReferenceTrial]) -> ChildRun:
         runnable = [t for t in self.plan
                     if not ref_trials.get(t.index, UNREPORTED).skipped
                     and (t.kind != trials.REPOISON or not ref_trials.get(t.source, UNREPORTED).skipped)]
@@ -388,16 +389,16 @@ class _Verification(TrialJudging):
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
             (config.arch,) if self.device == "cpu" else ())
-        spec = protocol.CandidateSpec(
+        spec = jobs.CandidateSpec(
             candidate=str(self.candidate.path), device=self.device, init_seed=self.seed,
-            trials=tuple(t.to_json() for t in runnable), shared_dir=str(self.shared), out_dir=str(self.out),
+            trials=tuple(runnable), shared_dir=str(self.shared), out_dir=str(self.out),
             policy=self.opts.policy, expected_output_bytes=expected,
             # Which call is profiled is drawn afresh (not from --seed): a candidate cannot know which call to
             # behave on. Every trial's own launches are counted besides.
             profile_trial=secrets.choice(random_indices) if random_indices else None,
             watch_paths=(str(self.problem.path), str(self.private)), inspect_archs=archs, arch=config.arch,
             triton_kernels=tuple(self.candidate.triton_kernels),
-            timing=protocol.TimingSettings.from_config() if self.device == "cuda" and self.opts.timing else None,
+            timing=jobs.TimingSettings.from_config() if self.device == "cuda" and self.opts.timing else None,
             n_sets=min(int(config.input_sets), len(random_indices)) or 1)
         for t in self.plan:
             if t not in runnable:
@@ -412,9 +413,9 @@ class _Verification(TrialJudging):
         """What the candidate's job should have reported and did not. Messages come from the child, which the
         candidate can write to as well: a forged "done" or phase message proves nothing, the trials' own reports
         do."""
-        reported = {t.index for t in run.reports(protocol.CandidateTrial)}
+        reported = {t.index for t in run.reports(jobs.CandidateTrial)}
         missing = [f"trial {i}" for i in self.expected_trials if i not in reported]
-        if self.expects_timing and not run.report(protocol.TimingResult):
+        if self.expects_timing and not run.report(jobs.TimingResult):
             missing.append("timing")
         return missing
 
@@ -425,8 +426,8 @@ class _Verification(TrialJudging):
         if run.leftover_processes:
             self.judge.add("background-process", "the candidate left processes running after its job ended")
         error = run.report(protocol.JobError)
-        started = run.reports(protocol.TrialStart)
-        phase = run.report(protocol.Phase)
+        started = run.reports(jobs.TrialStart)
+        phase = run.report(jobs.Phase)
         during = f" during trial {started[-1].index} ({started[-1].kind})" if started else ""
         if phase and phase.name == "timing":
             during = " while being timed"
@@ -460,12 +461,12 @@ class _Verification(TrialJudging):
                                     f"{', '.join(missing[:4]) or 'a clean exit'}{during}")
         return None
 
-    def _special_trial_failure(self, run: ChildRun, started: list[protocol.TrialStart]) -> tuple[Status, str] | None:
+    def _special_trial_failure(self, run: ChildRun, started: list[jobs.TrialStart]) -> tuple[Status, str] | None:
         """A candidate that ran every ordinary trial but died (raised, crashed, hung) on a special one — a second
         shape, scaled inputs — fails that trial's test, not just "crashed"."""
         if not started or started[-1].kind not in SPECIAL_TRIAL_CODES:
             return None
-        finished = {t.index for t in run.reports(protocol.CandidateTrial)}
+        finished = {t.index for t in run.reports(jobs.CandidateTrial)}
         ordinary = [t.index for t in self.plan if t.kind == trials.RANDOM]
         if not all(i in finished for i in ordinary):
             return None
@@ -478,8 +479,8 @@ class _Verification(TrialJudging):
         return Status.REJECTED, f"{code}: {message}"
 
     def _judge_kernels(self, run: ChildRun) -> None:
-        listed = run.report(protocol.Kernels)
-        self.kernels: list[protocol.KernelRecord] = list(listed.kernels) if listed else []
+        listed = run.report(jobs.Kernels)
+        self.kernels: list[jobs.KernelRecord] = list(listed.kernels) if listed else []
         if not self.kernels or run.report(protocol.JobError):
             return
         # The very kernel (full signature) the reference's PyTorch ran: a same-named decoy compiled by the candidate
@@ -523,7 +524,7 @@ class _Verification(TrialJudging):
         for note in run.reports(protocol.Note):  # at the code's usual severity (a cross-compile failure warns)
             known = CODES.get(note.code)
             self.judge.add(note.code, note.message, known.severity if known else Severity.NOTE)
-        build = run.report(protocol.CudaBuild)
+        build = run.report(jobs.CudaBuild)
         if build:
             result = build.result
             state = {True: "compiled", False: "failed to compile", None: "was not compiled"}[result.get("ok")]
@@ -557,7 +558,7 @@ class _Verification(TrialJudging):
         return instruction_evidence(run, native=native_arch(self.device_facts), traits=self.traits, judge=self.judge)
 
     # -- baselines and roofline ---------------------------------------------------------------------------------
-    def _baselines(self) -> dict[str, protocol.Measurement | None]:
+    def _baselines(self) -> dict[str, jobs.Measurement | None]:
         from kernelwright.verify.baseline import (
             cached_ceilings,
             collect_baselines,
@@ -576,16 +577,16 @@ class _Verification(TrialJudging):
                 return dict(reused)
             # Every baseline reused, but this machine has not measured its ceilings yet (a fresh GPU machine: run
             # 38's and 39's rows had no floor): the baseline job runs for the calibration alone.
-        spec = protocol.BaselineSpec(
+        spec = jobs.BaselineSpec(
             problem=str(self.problem.path), device=self.device, init_seed=self.seed, shared_dir=str(self.shared),
             input_sets=tuple(range(n_sets)), policy=self.opts.policy, variants=tuple(variants),
-            size_overrides=dict(self.opts.size_overrides or {}), timing=protocol.TimingSettings.from_config())
+            size_overrides=dict(self.opts.size_overrides or {}), timing=jobs.TimingSettings.from_config())
         run = self._run("baseline", spec, timeout=max(self.timeout, 1800.0))
         found, ceilings = collect_baselines(run, reused, self.judge, budget_cut=self.budget_cut == "baseline")
         self.ceilings = ceilings or self.ceilings
         return found
 
-    def _roofline(self, timing: dict[str, protocol.Measurement | None]) -> tuple[Roofline | None, float | None]:
+    def _roofline(self, timing: dict[str, jobs.Measurement | None]) -> tuple[Roofline | None, float | None]:
         if self.work is None:
             return None, None
         from kernelwright.verify.roofline import place
@@ -608,7 +609,7 @@ class _Verification(TrialJudging):
 
     # -- verdict ------------------------------------------------------------------------------------------------
     def _verdict(self, failure: tuple[Status, str] | None, run: ChildRun,
-                 timing: dict[str, protocol.Measurement | None], roofline: Roofline | None, percent: float | None,
+                 timing: dict[str, jobs.Measurement | None], roofline: Roofline | None, percent: float | None,
                  instructions: list[KernelSummary]) -> Verdict:
         findings = self.judge.findings
         errors = sorted((f for f in findings if f.severity is Severity.ERROR), key=headline_rank)

@@ -1,0 +1,91 @@
+"""Records more than one job speaks: a measurement, a kernel the candidate ran, how to time, a trial of the plan,
+where a job ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from kernelwright.isolation.protocol import Record, Report
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement(Record):
+    """One timed call's statistics (verify/timing.py measures it): the candidate's, a baseline's, a tuned one's."""
+
+    DERIVED: ClassVar[tuple[str, ...]] = ("iqr_ms",)
+
+    median_ms: float
+    min_ms: float
+    q1_ms: float
+    q3_ms: float
+    mean_ms: float
+    reps: int
+    host_ms_per_call: float  # wall time of the timed batch / reps (flushes included)
+    flush_ms: float  # median time of one L2 flush
+    unexplained_ms_per_call: float  # wall time the events and flushes do not account for
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.q3_ms - self.q1_ms
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelRecord(Record):
+    """One kernel the candidate's call ran (verify/launches.py lists them)."""
+
+    name: str
+    origin: str  # "own" or "library"
+    source: str  # "triton", "extension", "aten", "cuda" (a device kernel from the profiler)
+    launches: int
+    device_time_us: float | None  # None where not measured (CPU)
+    streams: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingSettings(Record):
+    """How a job times its calls (verify/timing.py's ``measure``), from kernelwright's configuration."""
+
+    min_reps: int
+    max_reps: int
+    target_ms: float
+    warmup_ms: float
+
+    @classmethod
+    def from_config(cls, **overrides: Any) -> TimingSettings:
+        from kernelwright.config import config
+
+        return cls(**{"min_reps": config.timing_min_reps, "max_reps": config.timing_max_reps,
+                      "target_ms": config.timing_target_ms, "warmup_ms": config.timing_warmup_ms, **overrides})
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceFacts(Report):
+    event: ClassVar[str] = "device"
+    facts: dict[str, Any]  # verify/runtime.device_facts
+
+
+RANDOM = "random"  # fresh get_inputs() under a new seed, in new buffers
+REWRITE = "rewrite"  # new values written in place into an earlier trial's buffers (same addresses)
+REPOISON = "repoison"  # an earlier trial's inputs again, with a different poison pattern in free memory
+SCALED = "scaled"  # float inputs multiplied by a large factor
+HEAVY_TAILED = "heavy_tailed"  # float inputs multiplied by log-normal noise (outliers, same signs)
+SHAPE = "shape"  # the problem's size globals changed (a second shape)
+
+POISON_NAN = "nan"  # free memory and torch.empty filled with NaN (0xFF bytes)
+POISON_FINITE = "finite"  # free memory filled with a finite non-zero pattern (0x41 bytes), no NaN fill
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSpec(Record):
+    """One planned correctness trial (verify/trials.py plans them; the kinds and poisons are named there)."""
+
+    index: int
+    kind: str
+    seed: int
+    source: int | None = None  # REWRITE: whose buffers; REPOISON: whose inputs
+    poison: str = POISON_NAN
+
+    @property
+    def needs_own_reference(self) -> bool:
+        return self.kind != REPOISON

@@ -1,0 +1,73 @@
+"""The reference job: the problem's own ``Model`` makes every trial's inputs and answers (the answers go to the
+parent's private directory, never where the candidate can read), counts the work for the roofline and says what
+the forward does to its inputs. Runs in :func:`kernelwright.verify.reference.run_reference_job`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from kernelwright.isolation.protocol import JobSpec, Report
+from kernelwright.jobs.records import DeviceFacts, TrialSpec
+from kernelwright.records import DEFAULT_POLICY, Policy
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceTrial(Report):
+    """The reference's side of one trial: how its inputs were made and what the answers look like, or why it was
+    skipped (the answers themselves are files)."""
+
+    event: ClassVar[str] = "trial"
+    index: int
+    kind: str
+    skipped: str | None = None
+    source: int | None = None
+    seed: int | None = None
+    note: str = ""  # how the inputs were made (a scale, a second shape)
+    inputs: tuple[Any, ...] = ()  # tensors described, other values repr'd
+    outputs: tuple[dict[str, Any], ...] = ()  # verify/tensors.describe of each
+    container: str | None = None  # tensor, tuple or list
+    finite: bool | None = None
+    fp64: bool | None = None  # a float64 answer exists
+    n_tensor_inputs: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Work(Report):
+    event: ClassVar[str] = "work"
+    work: dict[str, Any]  # verify.roofline.WorkCount.to_json()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Semantics(Report):
+    """What the problem's own forward does to its inputs (a candidate may do the same)."""
+
+    event: ClassVar[str] = "semantics"
+    outputs_alias_inputs: tuple[int, ...] = ()
+    mutates_inputs: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceKernels(Report):
+    event: ClassVar[str] = "reference_kernels"
+    names: tuple[str, ...]  # device kernels (GPU) or aten operators (CPU) of one forward
+    method: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceSpec(JobSpec):
+    job: ClassVar[str] = "reference"
+    reports: ClassVar[tuple[type[Report], ...]] = (DeviceFacts, ReferenceTrial, Work, Semantics, ReferenceKernels)
+    runs: ClassVar[str] = "kernelwright.verify.reference:run_reference_job"
+
+    problem: str
+    device: str
+    init_seed: int
+    trials: tuple[TrialSpec, ...]  # every planned trial
+    shared_dir: str  # what the candidate may read: inputs, init inputs, state
+    private_dir: str  # the answers, for the parent alone
+    policy: Policy = DEFAULT_POLICY
+    size_globals: dict[str, int] = field(default_factory=dict)  # the problem's sizes, overrides applied
+    size_overrides: dict[str, int] = field(default_factory=dict)
+    count_work: bool = True  # FLOPs and bytes for the roofline
+    aliasing: bool = True  # whether the problem's outputs alias or change its inputs
