@@ -144,8 +144,8 @@ def _seeded(tmp, problem, evaluator):
     run_id = db.start_run(db.add_problem(problem, problem.read_text()), generator="hybrid", strategy="evolve",
                           settings={}, arch="sm_90a", toolchain="t", device="cpu")
     strategy = make_strategy("evolve", 1)
-    builder = _seed_from_templates(problem, tmp / "run", 60, "cpu", "sm_90a", DEFAULT_POLICY, evaluator, db, run_id,
-                                   strategy)
+    builder = _seed_from_templates(problem, tmp / "run", Deadline.after(60), "cpu", "sm_90a", DEFAULT_POLICY,
+                                   evaluator, db, run_id, strategy)
     return db, run_id, strategy, builder
 
 

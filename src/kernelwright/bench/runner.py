@@ -298,16 +298,17 @@ def _search_inputs(task: Task) -> tuple[Any, Path, Any]:
 def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any]]:
     from kernelwright.generate.cuda import config_backend
     from kernelwright.hardware.local import target_arch
-    from kernelwright.search.optimize import optimize
     from kernelwright.search.progress import Progress
+    from kernelwright.search.request import SearchRequest
+    from kernelwright.search.request import run as run_search
 
     problem, settings = task.problem, task.settings
     policy, out, evaluator = _search_inputs(task)
-    result = optimize(problem.path, out_dir=out, budget_s=settings.budget_per_problem_s, device=settings.device,
-                      arch=target_arch(settings.device, settings.arch), policy=policy, evaluator=evaluator,
-                      progress=Progress(stream=io.StringIO()), db_path=settings.db_path,
-                      verify_allowance_s=settings.verify_limit_s, backend=settings.backend,
-                      use_model=settings.use_model)
+    result = run_search(SearchRequest(
+        problem=problem.path, out_dir=out, deadline=Deadline(started + settings.budget_per_problem_s),
+        device=settings.device, arch=target_arch(settings.device, settings.arch), policy=policy,
+        evaluator=evaluator, progress=Progress(stream=io.StringIO()), db_path=settings.db_path,
+        verify_allowance_s=settings.verify_limit_s, backend=settings.backend, use_model=settings.use_model))
     families = [g.family for g in result.plan.groups]
     uncovered = result.plan.describe()[-1] if result.plan.uncovered else ""
     base = {"name": problem.name, "path": str(problem.path), "mode": "optimize"}

@@ -6,9 +6,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kernelwright.deadline import Deadline
+
+if TYPE_CHECKING:
+    from kernelwright.search.request import SearchRequest
 
 HELP = "write a verified kernel for a problem: the template library (no network), an LLM, or both"
 # With --backward the forward's search gets this share of --budget; the backward's gets what the forward left.
@@ -100,9 +105,10 @@ def add_llm_arguments(p: argparse.ArgumentParser, *, run_options: bool = True) -
 def run(args: argparse.Namespace) -> int:
     from kernelwright.errors import InputError
     from kernelwright.generate.families.base import Policy
-    from kernelwright.search.optimize import optimize
     from kernelwright.search.outputs import summary_json
     from kernelwright.search.progress import Progress
+    from kernelwright.search.request import LLMOptions, SearchRequest
+    from kernelwright.search.request import run as run_search
 
     out = args.out or Path("runs") / Path(args.problem).stem
     if out.exists() and not out.is_dir():
@@ -113,11 +119,17 @@ def run(args: argparse.Namespace) -> int:
     # One Deadline from here to every child job the search starts (kernelwright/deadline.py).
     deadline = Deadline.after(args.budget)
     forward = deadline.share(FORWARD_SHARE) if args.backward else deadline
+    request = SearchRequest(problem=Path(args.problem), out_dir=out, deadline=forward, generator=args.generator,
+                            device=args.device, arch=args.arch, policy=policy, backend=args.backend,
+                            use_model=args.use_model, db_path=args.db,
+                            llm=LLMOptions(strategy=args.strategy, samples=args.samples, model=args.model,
+                                           base_url=args.base_url, resume=args.resume,
+                                           max_candidates=args.max_candidates, max_tokens=args.max_tokens,
+                                           language=args.language))
     if args.generator != "templates":
-        status = _run_llm(args, out, policy, forward.left())
+        status = _report_llm(args, out, run_search(request))
     else:
-        result = optimize(args.problem, out_dir=out, deadline=forward, device=args.device, arch=args.arch,
-                          policy=policy, progress=Progress(), backend=args.backend, use_model=args.use_model)
+        result = run_search(replace(request, progress=Progress()))
         if args.json:
             print(summary_json(result))
         else:
@@ -126,17 +138,17 @@ def run(args: argparse.Namespace) -> int:
         best = result.best
         status = 0 if best is not None and best.verdict is not None and best.verdict.passed else 1
     if args.backward:
-        status = max(status, _run_backward(args, out, policy, deadline))
+        status = max(status, _run_backward(args, out, replace(request, deadline=deadline, generator="templates")))
     return status
 
 
-def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline: Deadline) -> int:
+def _run_backward(args: argparse.Namespace, out: Path, request: SearchRequest) -> int:
     """The backward as a problem of its own in ``out/backward``: written, then optimized with the templates in what
-    is left of the command's budget."""
+    is left of the command's budget (``request``: the forward's, with the command's whole deadline)."""
     from kernelwright.errors import InputError
     from kernelwright.generate.backward import write_backward_problem
-    from kernelwright.search.optimize import optimize
     from kernelwright.search.progress import Progress
+    from kernelwright.search.request import run as run_search
 
     folder = out / "backward"
     try:
@@ -144,15 +156,13 @@ def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline:
     except InputError as exc:
         print(f"backward: not written: {exc}", file=sys.stderr)
         return 0
-    if deadline.expired(margin_s=1.0):
+    if request.deadline.expired(margin_s=1.0):
         print(f"backward: written to {folder}/problem.py, not optimized: the forward's search and verify spent the "
               f"--budget ({args.budget:.0f}s); give a larger --budget, or optimize that problem on its own",
               file=sys.stderr)
         return 0
     try:
-        result = optimize(problem.path, out_dir=folder, deadline=deadline, device=args.device, arch=args.arch,
-                          policy=policy, progress=Progress(), backend=getattr(args, "backend", None),
-                          use_model=getattr(args, "use_model", True))
+        result = run_search(replace(request, problem=problem.path, out_dir=folder, progress=Progress()))
     except InputError as exc:  # a backward with no compute (a sum's is an expand), or none a template covers
         print(f"backward: {exc}; the op's backward stays the reference's", file=sys.stderr)
         return 0
@@ -164,14 +174,7 @@ def _run_backward(args: argparse.Namespace, out: Path, policy: object, deadline:
     return 0 if verdict is not None and verdict.passed else 1
 
 
-def _run_llm(args: argparse.Namespace, out: Path, policy: object, budget_s: float) -> int:
-    from kernelwright.search.llm_search import optimize_with_llm
-
-    result = optimize_with_llm(args.problem, out_dir=out, budget_s=budget_s, generator=args.generator,
-                               strategy=args.strategy, samples=args.samples, device=args.device, arch=args.arch,
-                               policy=policy, model=args.model, base_url=args.base_url, db_path=args.db,
-                               resume=args.resume, max_candidates=args.max_candidates, max_tokens=args.max_tokens,
-                               language=args.language)
+def _report_llm(args: argparse.Namespace, out: Path, result: Any) -> int:
     if args.json:
         print((out / "verdict.json").read_text() if (out / "verdict.json").exists() else "{}")
     else:

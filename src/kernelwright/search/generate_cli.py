@@ -44,6 +44,7 @@ def slug(request: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelwright.deadline import Deadline
     from kernelwright.errors import InputError
     from kernelwright.generate.families.base import Policy
     from kernelwright.hardware.local import resolve_device
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         if args.no_optimize:
             return 0
-    from kernelwright.search.llm_search import optimize_with_llm
+    from kernelwright.search.request import LLMOptions, SearchRequest
+    from kernelwright.search.request import run as run_search
 
     evaluator = None
     if device != "cuda":
@@ -85,13 +87,14 @@ def run(args: argparse.Namespace) -> int:
                                  policy=Policy(allow_tf32=args.allow_tf32,
                                                allow_reduced_precision=args.allow_reduced_precision),
                                  size_overrides=problem.reduced_sizes)
-    result = optimize_with_llm(problem.path, out_dir=out, budget_s=args.budget, generator="llm",
-                               strategy=args.strategy, samples=args.samples, device=device, arch=args.arch,
-                               policy=Policy(allow_tf32=args.allow_tf32,
-                                             allow_reduced_precision=args.allow_reduced_precision),
-                               model=args.model, base_url=args.base_url, db_path=args.db, resume=args.resume,
-                               max_candidates=args.max_candidates, max_tokens=args.max_tokens,
-                               language=args.language, evaluator=evaluator)
+    deadline = Deadline.after(args.budget)  # the search's (writing the problem is not counted)
+    result = run_search(SearchRequest(
+        problem=problem.path, out_dir=out, deadline=deadline, generator="llm", device=device, arch=args.arch,
+        policy=Policy(allow_tf32=args.allow_tf32, allow_reduced_precision=args.allow_reduced_precision),
+        db_path=args.db, evaluator=evaluator,
+        llm=LLMOptions(strategy=args.strategy, samples=args.samples, model=args.model, base_url=args.base_url,
+                       resume=args.resume, max_candidates=args.max_candidates, max_tokens=args.max_tokens,
+                       language=args.language)))
     print((out / "report.md").read_text())
     print(f"written: {problem.path}, {out}/best.py, verdict.json, candidates.csv, report.md (run {result.run_id})",
           file=sys.stderr)

@@ -442,7 +442,8 @@ TRANSIENT = frozenset({"timeout", "crashed"})
 
 
 
-def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: float, generator: str = "llm",
+def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: float | None = None,
+                      deadline: Deadline | None = None, generator: str = "llm",
                       strategy: str = "refine", samples: int = 4, device: str | None = None, arch: str | None = None,
                       policy: Policy = DEFAULT_POLICY, model: str | None = None, base_url: str | None = None,
                       db_path: Path | None = None, resume: int | None = None, max_candidates: int | None = None,
@@ -451,8 +452,9 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
                       verify_allowance_s: float = 0.0) -> SearchResult:
     """``kernelwright optimize --generator llm|hybrid``: set up the client, the database, the evaluator and the
     strategy; for ``hybrid`` first let the template library find a verified seed (a third of the budget); run the
-    loop; write the outputs. ``evaluator`` can be injected (tests). ``verify_allowance_s``: how long the winner's
-    final verify may run past the budget (a bench's --verify-limit; 0: none)."""
+    loop; write the outputs. The budget: ``deadline`` (the caller's), else ``budget_s`` from now. ``evaluator``
+    can be injected (tests). ``verify_allowance_s``: how long the winner's final verify may run past the budget
+    (a bench's --verify-limit; 0: none)."""
     from kernelwright.config import redact_url
     from kernelwright.errors import InputError
     from kernelwright.hardware.local import resolve_device, target_arch
@@ -461,7 +463,9 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     from kernelwright.search.outputs import write_search_outputs
     from kernelwright.search.strategies import make_strategy
 
-    started = time.monotonic()
+    if deadline is None or not deadline.bounded:
+        deadline = Deadline.after(180.0 if budget_s is None else budget_s)
+    budget_s = deadline.left()
     problem = Path(problem)
     if not problem.is_file():
         raise InputError(f"problem file {problem} does not exist: give the path of a KernelBench problem file")
@@ -521,14 +525,14 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     try:
         template_builder = None
         if generator == "hybrid" and resume is None:
-            template_builder = _seed_from_templates(problem, out, budget_s / 3, device, arch, policy, evaluator, db,
-                                                    run_id, strat)
+            template_builder = _seed_from_templates(problem, out, deadline.share(1 / 3), device, arch, policy,
+                                                    evaluator, db, run_id, strat)
         elif generator == "hybrid":
             tried = [Candidate(index=e.candidate_id or 0, label="tried", choice=e.template_choice, configs=(),
                                path=Path(e.path or ""), sha256=hashlib.sha256((e.source or "").encode()).hexdigest())
                      for e in [*strat.seeds, *strat.entries, *pending] if e.template_choice is not None]
             template_builder = _mutation_builder(problem, out, arch, policy, tried)
-        remaining = max(1.0, budget_s - (time.monotonic() - started))
+        remaining = max(1.0, deadline.left())
         search = LLMSearch(problem=problem, out_dir=out, strategy=strat, client=client, evaluator=evaluator, db=db,
                            run_id=run_id, budget=Budget(wall_s=remaining, max_candidates=max_candidates,
                                                         max_tokens=max_tokens, verify_allowance_s=verify_allowance_s),
@@ -631,7 +635,7 @@ def _restore(db: Any, run_id: int, strategy: Strategy, out: Path) -> list[Entry]
     return pending
 
 
-def _seed_from_templates(problem: Path, out: Path, budget_s: float, device: str, arch: str, policy: Policy,
+def _seed_from_templates(problem: Path, out: Path, deadline: Deadline, device: str, arch: str, policy: Policy,
                          evaluator: Any, db: Any, run_id: int, strategy: Strategy) -> Any:
     """Hybrid runs: the template library's search first; its best verified kernel seeds every prompt and the
     evolutionary population. Returns the template builder (for template mutations), or None when no template
@@ -643,7 +647,7 @@ def _seed_from_templates(problem: Path, out: Path, budget_s: float, device: str,
     from kernelwright.verify.records import verdict_json
 
     try:
-        result = optimize(problem, out_dir=out / "templates", budget_s=budget_s, device=device, arch=arch,
+        result = optimize(problem, out_dir=out / "templates", deadline=deadline, device=device, arch=arch,
                           policy=policy, evaluator=evaluator, progress=Progress())
     except InputError as exc:
         log.warning("hybrid: %s — the LLM starts without a seed", exc)
