@@ -17,7 +17,7 @@ MEASUREMENT = j.Measurement(median_ms=0.5, min_ms=0.4, q1_ms=0.45, q3_ms=0.55, m
                             host_ms_per_call=0.6, flush_ms=0.1, unexplained_ms_per_call=0.0)
 CANDIDATE_TRIAL = j.CandidateTrial(
     index=0, kind="random", output_types=("torch.Tensor",),
-    outputs=({"shape": [4, 8], "dtype": "float32", "stride": [8, 1], "device": "cpu", "contiguous": True},),
+    outputs=(j.TensorInfo(shape=(4, 8), dtype="float32", stride=(8, 1), device="cpu", contiguous=True),),
     container="tensor", mutated_inputs=(), aliased_outputs=(), late_writes=(1,), triton_launches={"k": 1},
     extension_calls={}, own_calls=1, own_device_kernels=None, device_kernels=None, wall_s=0.25)
 TIMING = j.TimingResult(measurement=MEASUREMENT, side_stream=False, timed_trials=(0, 1), calls_without_own_kernel=0,
@@ -25,12 +25,13 @@ TIMING = j.TimingResult(measurement=MEASUREMENT, side_stream=False, timed_trials
 
 SAMPLES: list[tuple[str, p.Report]] = [
     ("reference", j.DeviceFacts(facts={"type": "cpu", "torch": "2.5", "triton": None})),
-    ("reference", j.ReferenceTrial(index=0, kind="random", seed=7, inputs=({"shape": [4, 8]}, "3"),
-                                   outputs=({"shape": [4, 8], "dtype": "float32"},), container="tensor", finite=True,
+    ("reference", j.ReferenceTrial(index=0, kind="random", seed=7, inputs=(j.TensorInfo(shape=(4, 8), dtype="float32"), "3"),
+                                   outputs=(j.TensorInfo(shape=(4, 8), dtype="float32"),), container="tensor", finite=True,
                                    fp64=True, n_tensor_inputs=1)),
     ("reference", j.ReferenceTrial(index=6, kind="repoison", source=1)),
     ("reference", j.ReferenceTrial(index=9, kind="shape", skipped="no size global can change")),
-    ("reference", j.Work(work={"flops": 1.0, "bytes": 2.0})),
+    ("reference", j.Work(work=j.WorkCount(matmul_flops={"float32": 1.0}, elementwise_flops=2.0, input_bytes=3.0,
+                                          output_bytes=4.0, parameter_bytes=0.0, kinds=("matmul",)))),
     ("reference", j.Semantics(outputs_alias_inputs=(0,), mutates_inputs=True)),
     ("reference", j.ReferenceKernels(names=("aten::softmax",), method="aten-dispatch")),
     ("candidate", j.Weights(source="copied from the reference's state_dict")),
@@ -56,7 +57,7 @@ SAMPLES: list[tuple[str, p.Report]] = [
     ("tune", j.TuneStart(index=3)),
     ("tune", j.Tuned(index=3, ok=True, measurement=MEASUREMENT)),
     ("tune", j.Tuned(index=4, ok=False, error="wrong output: output 0: max abs error 1")),
-    ("probe", j.ProbeResult(ok=True, message="ran on cpu", outputs=({"shape": [2], "dtype": "float32"},),
+    ("probe", j.ProbeResult(ok=True, message="ran on cpu", outputs=(j.TensorInfo(shape=(2,), dtype="float32"),),
                             reduced_sizes={"N": 8}, seconds=0.1)),
     ("export_probe", j.ExportProbeResult(result={"ok": False, "message": "the problem defines no class Model"})),
     ("sanitize", j.SanitizeRan(seconds=0.4, sizes={"N": 64})),

@@ -47,22 +47,22 @@ def test_attention_and_softmax_are_recognised() -> None:
 
 def test_traits_memory_bound_unless_intensity_is_high() -> None:
     softmax = WorkCount(matmul_flops={}, elementwise_flops=5e7, input_bytes=1.3e8, ignored_inputs=(),
-                        output_bytes=1.3e8, parameter_bytes=0, kinds=frozenset({"softmax"}), dtypes=("float32",))
+                        output_bytes=1.3e8, parameter_bytes=0, kinds=("softmax",), dtypes=("float32",))
     assert traits(softmax).dominant == "memory"
     gemm = WorkCount(matmul_flops={"bfloat16": 2 * 4096**3}, elementwise_flops=0, input_bytes=2 * 2 * 4096**2,
-                     ignored_inputs=(), output_bytes=2 * 4096**2, parameter_bytes=0, kinds=frozenset({"matmul"}),
+                     ignored_inputs=(), output_bytes=2 * 4096**2, parameter_bytes=0, kinds=("matmul",),
                      dtypes=("bfloat16",))
     t = traits(gemm)
     assert t.dominant == "matmul" and t.compute_dtype == "bfloat16" and t.intensity > 1000
     gemv = WorkCount(matmul_flops={"float32": 2 * 4096**2}, elementwise_flops=0, input_bytes=4 * 4096**2,
-                     ignored_inputs=(), output_bytes=4 * 4096, parameter_bytes=0, kinds=frozenset({"matmul"}),
+                     ignored_inputs=(), output_bytes=4 * 4096, parameter_bytes=0, kinds=("matmul",),
                      dtypes=("float32",))
     assert traits(gemv).dominant == "memory"
 
 
 def test_floors_from_measured_ceilings_and_datasheet_peaks() -> None:
     work = WorkCount(matmul_flops={"float16": 2 * 4096**3}, elementwise_flops=0, input_bytes=2 * 2 * 4096**2,
-                     ignored_inputs=(), output_bytes=2 * 4096**2, parameter_bytes=0, kinds=frozenset({"matmul"}),
+                     ignored_inputs=(), output_bytes=2 * 4096**2, parameter_bytes=0, kinds=("matmul",),
                      dtypes=("float16",))
     roof = floors(work, peak_bandwidth_gbs=4800, peak_tflops={"fp16": 989.4, "tf32": 494.7},
                   copy_gbs=4250, measured_tflops={"fp16": 728.5})
@@ -74,7 +74,7 @@ def test_floors_from_measured_ceilings_and_datasheet_peaks() -> None:
 
 def test_fp32_matmul_physical_floor_allows_error_compensated_tensor_cores() -> None:
     work = WorkCount(matmul_flops={"float32": 1e12}, elementwise_flops=0, input_bytes=1e6, ignored_inputs=(),
-                     output_bytes=1e6, parameter_bytes=0, kinds=frozenset({"matmul"}), dtypes=("float32",))
+                     output_bytes=1e6, parameter_bytes=0, kinds=("matmul",), dtypes=("float32",))
     roof = floors(work, peak_bandwidth_gbs=4800, peak_tflops={"fp32": 67.0, "tf32": 494.7}, copy_gbs=None,
                   measured_tflops=None)
     # Priced at a third of the TF32 peak (3xTF32 is fp32-accurate), not the 67 TFLOP/s SIMT peak.

@@ -115,6 +115,8 @@ def _decode(value: Any, tp: Any, where: str) -> Any:
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(arg) for arg in typing.get_args(tp))
     return tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
 
 

@@ -36,7 +36,15 @@ from kernelwright.jobs.candidate import (
 )
 from kernelwright.jobs.export_probe import ExportProbeResult, ExportProbeSpec
 from kernelwright.jobs.probe import ProbeResult, ProbeSpec
-from kernelwright.jobs.records import DeviceFacts, KernelRecord, Measurement, TimingSettings, TrialSpec
+from kernelwright.jobs.records import (
+    DeviceFacts,
+    KernelRecord,
+    Measurement,
+    TensorInfo,
+    TimingSettings,
+    TrialSpec,
+    WorkCount,
+)
 from kernelwright.jobs.reference import ReferenceKernels, ReferenceSpec, ReferenceTrial, Semantics, Work
 from kernelwright.jobs.sanitize import SanitizeRan, SanitizeSpec
 from kernelwright.jobs.tune import Tuned, TuneSpec, TuneStart
@@ -47,6 +55,6 @@ __all__ = [
     "MODULES", "BaselineResult", "BaselineSpec", "Binary", "CandidateSpec", "CandidateTrial", "Ceilings",
     "ChildFinding", "Cubin", "CudaBuild", "DeviceFacts", "ExportProbeResult", "ExportProbeSpec", "KernelRecord",
     "Kernels", "Measurement", "Phase", "ProbeResult", "ProbeSpec", "ReferenceKernels", "ReferenceSpec",
-    "ReferenceTrial", "SanitizeRan", "SanitizeSpec", "Semantics", "TimingResult", "TimingSettings", "TrialSpec",
-    "TrialStart", "TuneSpec", "TuneStart", "Tuned", "Weights", "Work",
+    "ReferenceTrial", "SanitizeRan", "SanitizeSpec", "Semantics", "TensorInfo", "TimingResult", "TimingSettings", "TrialSpec",
+    "TrialStart", "TuneSpec", "TuneStart", "Tuned", "Weights", "Work", "WorkCount",
 ]

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kernelwright.isolation.protocol import JobSpec, ProtocolError, Report, no_reserved_keys
-from kernelwright.jobs.records import DeviceFacts, KernelRecord, Measurement, TimingSettings, TrialSpec
+from kernelwright.jobs.records import (
+    DeviceFacts,
+    KernelRecord,
+    Measurement,
+    TensorInfo,
+    TimingSettings,
+    TrialSpec,
+)
 from kernelwright.records import DEFAULT_POLICY, Policy
 
 
@@ -32,7 +39,7 @@ class CandidateTrial(Report):
     index: int
     kind: str
     output_types: tuple[str, ...]  # module.qualname of each output
-    outputs: tuple[dict[str, Any], ...]  # verify/tensors.describe of each tensor output
+    outputs: tuple[TensorInfo, ...]  # each tensor output
     container: str | None
     mutated_inputs: tuple[int, ...]
     aliased_outputs: tuple[int, ...]

@@ -4,9 +4,10 @@ Runs in :func:`kernelwright.verify.probe.run_probe_job`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from kernelwright.isolation.protocol import JobSpec, Report
+from kernelwright.jobs.records import TensorInfo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -16,7 +17,7 @@ class ProbeResult(Report):
     event: ClassVar[str] = "probe"
     ok: bool
     message: str  # one line: what ran, or what went wrong
-    outputs: tuple[dict[str, Any], ...] = ()  # shape and dtype of each output
+    outputs: tuple[TensorInfo, ...] = ()
     reduced_sizes: dict[str, int] = field(default_factory=dict)  # CPU only
     seconds: float = 0.0
 

@@ -3,6 +3,7 @@ where a job ran."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -89,3 +90,43 @@ class TrialSpec(Record):
     @property
     def needs_own_reference(self) -> bool:
         return self.kind != REPOISON
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorInfo(Record):
+    """A tensor as a job describes it (verify/tensors.describe): the tensor itself is a file, or not sent."""
+
+    shape: tuple[int, ...]
+    dtype: str  # "float32", "bfloat16" (torch's name without "torch.")
+    stride: tuple[int, ...] = ()
+    device: str = "cpu"
+    contiguous: bool = True
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def text(self) -> str:
+        return f"{self.dtype}{list(self.shape)}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkCount(Record):
+    """What the reference's forward does, counted once (verify/roofline.py counts it; the roofline prices it)."""
+
+    matmul_flops: dict[str, float]  # operand dtype -> FLOPs of mm/bmm/addmm/conv/attention
+    elementwise_flops: float  # estimate: one op per element of each non-matmul op's largest operand
+    input_bytes: float  # inputs the output depends on (each once)
+    ignored_inputs: tuple[int, ...] = ()  # indices of inputs the output does not depend on
+    output_bytes: float
+    parameter_bytes: float
+    kinds: tuple[str, ...] = ()  # "matmul", "conv", "attention", "softmax" seen among the ops, sorted
+    dtypes: tuple[str, ...] = ()
+
+    @property
+    def bytes(self) -> float:
+        return self.input_bytes + self.output_bytes + self.parameter_bytes
+
+    @property
+    def total_matmul_flops(self) -> float:
+        return float(sum(self.matmul_flops.values()))

@@ -5,10 +5,10 @@ the forward does to its inputs. Runs in :func:`kernelwright.verify.reference.run
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from kernelwright.isolation.protocol import JobSpec, Report
-from kernelwright.jobs.records import DeviceFacts, TrialSpec
+from kernelwright.jobs.records import DeviceFacts, TensorInfo, TrialSpec, WorkCount
 from kernelwright.records import DEFAULT_POLICY, Policy
 
 
@@ -24,8 +24,8 @@ class ReferenceTrial(Report):
     source: int | None = None
     seed: int | None = None
     note: str = ""  # how the inputs were made (a scale, a second shape)
-    inputs: tuple[Any, ...] = ()  # tensors described, other values repr'd
-    outputs: tuple[dict[str, Any], ...] = ()  # verify/tensors.describe of each
+    inputs: tuple[TensorInfo | str, ...] = ()  # tensors described, other values repr'd
+    outputs: tuple[TensorInfo, ...] = ()
     container: str | None = None  # tensor, tuple or list
     finite: bool | None = None
     fp64: bool | None = None  # a float64 answer exists
@@ -35,7 +35,7 @@ class ReferenceTrial(Report):
 @dataclass(frozen=True, kw_only=True)
 class Work(Report):
     event: ClassVar[str] = "work"
-    work: dict[str, Any]  # verify.roofline.WorkCount.to_json()
+    work: WorkCount
 
 
 @dataclass(frozen=True, kw_only=True)

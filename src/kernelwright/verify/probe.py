@@ -66,7 +66,7 @@ def run_probe_job(spec: ProbeSpec, channel: Channel) -> None:
         if not isinstance(out, torch.Tensor):
             problems.append(f"output {i} is a {type(out).__name__}, not a tensor")
             continue
-        described.append({"shape": list(out.shape), "dtype": str(out.dtype).replace("torch.", "")})
+        described.append(tensors.describe(out))
         if out.is_floating_point() and not bool(torch.isfinite(out).all()):
             problems.append(f"output {i} has NaN or inf")
     if not outputs:
@@ -75,6 +75,6 @@ def run_probe_job(spec: ProbeSpec, channel: Channel) -> None:
     if not problems and device.type == "cpu":
         reduced = reduced_sizes(problem, max_elements=spec.max_elements)
     message = "; ".join(problems) if problems else (
-        f"ran on {device.type} in {seconds:.2f} s: " + ", ".join(f"{d['dtype']}{d['shape']}" for d in described))
+        f"ran on {device.type} in {seconds:.2f} s: " + ", ".join(d.text() for d in described))
     channel.send(ProbeResult(ok=not problems, message=message, outputs=tuple(described), reduced_sizes=reduced,
                              seconds=seconds))

@@ -352,7 +352,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         dev_inputs = tensors.to_device(first_inputs, device)
         try:
             work = roofline.count_work(model, dev_inputs, first_outputs, ignored)
-            channel.send(Work(work=work.to_json()))
+            channel.send(Work(work=work))
         except Exception as exc:  # the counter is best effort; the verdict says the roofline is unknown
             channel.send(Note(code="work-count-failed",
                               message=f"counting FLOPs/bytes failed: {type(exc).__name__}: {exc}"))

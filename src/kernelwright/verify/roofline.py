@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kernelwright.jobs.records import WorkCount
 from kernelwright.records import DEFAULT_POLICY, Policy, ProblemTraits
 
 if TYPE_CHECKING:
@@ -33,51 +34,6 @@ _FREE_OPS = (
 # dtype name -> key in GpuSpec.peak_tflops / Ceilings.matmul_tflops
 _RATE_KEY = {"float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "float8_e4m3fn": "fp8",
              "float8_e5m2": "fp8", "int8": "int8"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkCount:
-    matmul_flops: Mapping[str, float]  # operand dtype -> FLOPs of mm/bmm/addmm/conv/attention
-    elementwise_flops: float  # estimate: one op per element of each non-matmul op's largest operand
-    input_bytes: float  # inputs the output depends on (each once)
-    ignored_inputs: tuple[int, ...]  # indices of inputs the output does not depend on
-    output_bytes: float
-    parameter_bytes: float
-    kinds: frozenset[str]  # "matmul", "conv", "attention", "softmax" seen among the ops
-    dtypes: tuple[str, ...]
-
-    @property
-    def bytes(self) -> float:
-        return self.input_bytes + self.output_bytes + self.parameter_bytes
-
-    @property
-    def total_matmul_flops(self) -> float:
-        return float(sum(self.matmul_flops.values()))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "matmul_flops": dict(self.matmul_flops),
-            "elementwise_flops": self.elementwise_flops,
-            "input_bytes": self.input_bytes,
-            "ignored_inputs": list(self.ignored_inputs),
-            "output_bytes": self.output_bytes,
-            "parameter_bytes": self.parameter_bytes,
-            "kinds": sorted(self.kinds),
-            "dtypes": list(self.dtypes),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> WorkCount:
-        return cls(
-            matmul_flops={str(k): float(v) for k, v in data["matmul_flops"].items()},
-            elementwise_flops=float(data["elementwise_flops"]),
-            input_bytes=float(data["input_bytes"]),
-            ignored_inputs=tuple(data.get("ignored_inputs", ())),
-            output_bytes=float(data["output_bytes"]),
-            parameter_bytes=float(data["parameter_bytes"]),
-            kinds=frozenset(data["kinds"]),
-            dtypes=tuple(data["dtypes"]),
-        )
 
 
 def _tensor_bytes(values: Sequence[Any]) -> float:
@@ -157,7 +113,7 @@ def count_work(model: Any, inputs: Sequence[Any], outputs: Sequence[Any],
         ignored_inputs=tuple(sorted(ignored)),
         output_bytes=_tensor_bytes(outputs),
         parameter_bytes=_tensor_bytes(list(model.parameters()) + list(model.buffers())),
-        kinds=frozenset(kinds),
+        kinds=tuple(sorted(kinds)),
         dtypes=tuple(dtypes),
     )
 

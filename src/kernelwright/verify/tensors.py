@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from kernelwright.jobs.records import TensorInfo
 
 
 def flatten_outputs(value: Any) -> list[Any]:
@@ -32,14 +34,9 @@ def to_device(values: Sequence[Any], device: torch.device | str) -> list[Any]:
     return [v.to(device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def describe(t: torch.Tensor) -> dict[str, Any]:
-    return {
-        "shape": list(t.shape),
-        "dtype": str(t.dtype).removeprefix("torch."),
-        "stride": list(t.stride()),
-        "device": str(t.device),
-        "contiguous": t.is_contiguous(),
-    }
+def describe(t: torch.Tensor) -> TensorInfo:
+    return TensorInfo(shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."), stride=tuple(t.stride()),
+                      device=str(t.device), contiguous=t.is_contiguous())
 
 
 def digest(t: torch.Tensor) -> str:
@@ -134,15 +131,13 @@ def dtype_from_name(name: str) -> torch.dtype:
     return value
 
 
-def nbytes_of(desc: Mapping[str, Any]) -> int:
+def nbytes_of(desc: TensorInfo) -> int:
     """Bytes of a tensor as :func:`describe` wrote it (shape and dtype)."""
-    import math as _math
-
     try:
-        itemsize = dtype_from_name(desc["dtype"]).itemsize
-    except (KeyError, ValueError):
+        itemsize = dtype_from_name(desc.dtype).itemsize
+    except ValueError:
         itemsize = 4
-    return int(_math.prod(desc.get("shape", [])) * itemsize)
+    return int(desc.numel * itemsize)
 
 
 def result_shape(container: str | None) -> str | None:

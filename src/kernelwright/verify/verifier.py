@@ -371,9 +371,9 @@ class _Verification(TrialJudging):
         self.ref_state, self.ref_state64 = ref_state, ref_state64
         work = run.report(jobs.Work)
         if work:
-            from kernelwright.verify.roofline import WorkCount, traits
+            from kernelwright.verify.roofline import traits
 
-            self.work = WorkCount.from_json(work.work)
+            self.work = work.work
             self.traits = traits(self.work, policy=self.opts.policy)
         self._notes(run)
         kernels = run.report(jobs.ReferenceKernels)
