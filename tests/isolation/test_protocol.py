@@ -46,7 +46,7 @@ SAMPLES: list[tuple[str, p.Report]] = [
                           shared=0, num_warps=4)),
     ("candidate", j.Cubin(name=None, arch="sm_90a", path="/o/e.cubin", ptx_path="/o/e.ptx", ptxas_log="0 spills")),
     ("candidate", j.Binary(name="ext", path="/cache/ext.so")),
-    ("candidate", j.CudaBuild(name="ext", arch="sm_90a", result={"ok": None, "log": "not compiled: no nvcc"})),
+    ("candidate", j.CudaBuild(name="ext", arch="sm_90a", result=j.BuildResult(ok=None, log="not compiled: no nvcc"))),
     ("candidate", p.Note(code="profiler-unavailable", message="no CUPTI")),
     ("candidate", p.JobError(status="runtime_error", code="exception", message="ValueError: no", detail="tb")),
     ("candidate", p.LockWait(seconds=1.5)),
@@ -117,7 +117,7 @@ TIMING_MESSAGE = p.wire(TIMING)
     ({"event": "tuned", "index": 0, "ok": True}, "the candidate job sends no 'tuned' message"),
     ({"event": "finding", "code": "x", "message": "y", "details": {"severity": "note"}},
      "details: 'severity' is a reserved name"),
-    ({"event": "cuda_build", "name": "e", "arch": "sm_90a", "result": {"ok": "yes"}}, "result.ok: must be"),
+    ({"event": "cuda_build", "name": "e", "arch": "sm_90a", "result": {"ok": "yes"}}, "result.ok: 'yes' is not bool"),
 ])
 def test_a_message_that_is_not_its_record_is_a_protocol_error(message: dict[str, Any], why: str) -> None:
     with pytest.raises(p.ProtocolError, match=re.escape(why)):
@@ -151,7 +151,7 @@ def test_specs_are_read_back_as_written_and_check_their_fields() -> None:
         j.BaselineSpec(problem="/p.py", device="cuda", init_seed=1, shared_dir="/s", input_sets=(0, 1), timing=timing),
         j.TuneSpec(problem="/p.py", device="cuda", seed=0, candidates=((0, "/a.py"), (1, "/b.py")), timing=timing),
         j.ProbeSpec(problem="/p.py", device="cpu"),
-        j.ExportProbeSpec(reference="/p.py", variants=({"id": "v", "path": "/v.py", "language": "triton"},)),
+        j.ExportProbeSpec(reference="/p.py", variants=(j.ProbeVariant(id="v", path="/v.py", language="triton"),)),
         j.SanitizeSpec(problem="/p.py", candidate="/c.py", device="cuda", seed=3, size_overrides={"N": 64}),
     ]
     assert {type(s) for s in specs} == set(p.jobs().values()) == {m.__dict__[n] for m in j.MODULES for n in dir(m) if n.endswith("Spec") and n != "JobSpec" and m.__dict__[n].__module__ == m.__name__}

@@ -190,6 +190,7 @@ def _runtime_sources() -> dict[str, str]:
 def _plan(variants: list[RunVariant], *, package: str, op: str, scratch: Path, isolate: bool,
           trace: bool) -> PackagePlan:
     from kernelwright.export.probe import run_probe
+    from kernelwright.jobs.export_probe import ExportProbeSpec, ProbeVariant
 
     probe_dir = scratch / "_probe"
     probe_dir.mkdir()
@@ -199,9 +200,9 @@ def _plan(variants: list[RunVariant], *, package: str, op: str, scratch: Path, i
     for v in variants:
         path = probe_dir / f"{v.id}.py"
         path.write_text(v.source)
-        spec_variants.append({"id": v.id, "path": str(path), "language": v.language, "run": str(v.path)})
-    spec = {"reference": str(reference), "variants": spec_variants, "trace": trace,
-            "prefix": f"_kw_export_probe_{uuid.uuid4().hex[:10]}"}
+        spec_variants.append(ProbeVariant(id=v.id, path=str(path), language=v.language, run=str(v.path)))
+    spec = ExportProbeSpec(reference=str(reference), variants=tuple(spec_variants), trace=trace,
+                           prefix=f"_kw_export_probe_{uuid.uuid4().hex[:10]}")
     result = run_probe(spec, isolate=isolate)
     shutil.rmtree(probe_dir, ignore_errors=True)
     if not result.get("ok"):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwright.isolation.protocol import JobError
-from kernelwright.jobs import ExportProbeResult, ExportProbeSpec
+from kernelwright.jobs.export_probe import ExportProbeResult, ExportProbeSpec, ProbeVariant
 from kernelwright.problem.signature import forward_input_names
 
 log = logging.getLogger(__name__)
@@ -83,8 +83,8 @@ def run_export_probe_job(spec: ExportProbeSpec, channel: Any) -> None:
 
 
 def probe(spec: ExportProbeSpec | Mapping[str, Any]) -> dict[str, Any]:
-    """``spec``: ``reference`` (path of the problem file), ``variants`` (``id``, ``path``, ``language``),
-    ``trace`` (bool), ``prefix`` (module-name prefix). Raises :class:`ProbeError`."""
+    """``spec`` (or its JSON): the problem file, the variants, whether to trace them, the module-name prefix.
+    Raises :class:`ProbeError`."""
     import torch
 
     from kernelwright import runtime
@@ -123,7 +123,7 @@ def probe(spec: ExportProbeSpec | Mapping[str, Any]) -> dict[str, Any]:
         "variants": {},
     }
     for variant in spec.variants:
-        result["variants"][variant["id"]] = _probe_variant(variant, prefix, init_inputs, state, input_specs,
+        result["variants"][variant.id] = _probe_variant(variant, prefix, init_inputs, state, input_specs,
                                                            trace=spec.trace)
     return result
 
@@ -256,18 +256,18 @@ def _dtype(t: Any) -> str:
 # ------------------------------------------------------------------------------------------------ variants
 
 
-def _probe_variant(variant: dict[str, Any], prefix: str, init_inputs: list[Any], state: list[dict[str, Any]],
+def _probe_variant(variant: ProbeVariant, prefix: str, init_inputs: list[Any], state: list[dict[str, Any]],
                    inputs: list[dict[str, Any]], *, trace: bool) -> dict[str, Any]:
     from kernelwright import runtime
 
-    if variant["language"] != "triton":
+    if variant.language != "triton":
         return {"state_map": None, "state_note": "not checked: a CUDA C++ variant is built at first use",
                 "trace": {"ok": False, "message": "CUDA C++ (load_inline): registered with custom_op"}}
     with _compiled_triton():
         try:
-            module = runtime.load_module(f"{prefix}_variant_{variant['id']}", Path(variant["path"]))
+            module = runtime.load_module(f"{prefix}_variant_{variant.id}", Path(variant.path))
         except Exception as exc:
-            raise ProbeError(f"variant {variant['id']} ({variant.get('run', variant['path'])}) does not import "
+            raise ProbeError(f"variant {variant.id} ({variant.shown}) does not import "
                              f"here: {type(exc).__name__}: {exc}") from None
         own = _variant_state(module, init_inputs)
         if own is None:
@@ -322,7 +322,7 @@ def match_state(reference: list[dict[str, Any]], own: list[dict[str, Any]],
         return None
     if len(reference) == len(own) and all(a["shape"] == b["shape"] for a, b in zip(reference, own)):
         return {b["key"]: a["key"] for a, b in zip(reference, own)}
-    raise ProbeError(f"variant {variant['id']} ({variant.get('run', variant['path'])}): ModelNew holds "
+    raise ProbeError(f"variant {variant.id} ({variant.shown}): ModelNew holds "
                      f"{_keys(own)}, the reference holds {_keys(reference)}; the op passes the reference's "
                      "parameters, so ModelNew must hold the same ones (same names, or same shapes in order)")
 

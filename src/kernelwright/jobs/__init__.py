@@ -23,6 +23,7 @@ from kernelwright.jobs import baseline, candidate, export_probe, probe, referenc
 from kernelwright.jobs.baseline import BaselineResult, BaselineSpec, Ceilings
 from kernelwright.jobs.candidate import (
     Binary,
+    BuildResult,
     CandidateSpec,
     CandidateTrial,
     ChildFinding,
@@ -34,7 +35,7 @@ from kernelwright.jobs.candidate import (
     TrialStart,
     Weights,
 )
-from kernelwright.jobs.export_probe import ExportProbeResult, ExportProbeSpec
+from kernelwright.jobs.export_probe import ExportProbeResult, ExportProbeSpec, ProbeVariant
 from kernelwright.jobs.probe import ProbeResult, ProbeSpec
 from kernelwright.jobs.records import (
     DeviceFacts,
@@ -52,9 +53,9 @@ from kernelwright.jobs.tune import Tuned, TuneSpec, TuneStart
 MODULES = (reference, candidate, baseline, tune, probe, export_probe, sanitize)
 
 __all__ = [
-    "MODULES", "BaselineResult", "BaselineSpec", "Binary", "CandidateSpec", "CandidateTrial", "Ceilings",
+    "MODULES", "BaselineResult", "BaselineSpec", "Binary", "BuildResult", "CandidateSpec", "CandidateTrial", "Ceilings",
     "ChildFinding", "Cubin", "CudaBuild", "DeviceFacts", "ExportProbeResult", "ExportProbeSpec", "KernelRecord",
-    "Kernels", "Measurement", "Phase", "ProbeResult", "ProbeSpec", "ReferenceKernels", "ReferenceSpec",
+    "Kernels", "Measurement", "Phase", "ProbeResult", "ProbeSpec", "ProbeVariant", "ReferenceKernels", "ReferenceSpec",
     "ReferenceTrial", "SanitizeRan", "SanitizeSpec", "Semantics", "TensorInfo", "TimingResult", "TimingSettings", "TrialSpec",
     "TrialStart", "TuneSpec", "TuneStart", "Tuned", "Weights", "Work", "WorkCount",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from kernelwright.isolation.protocol import JobSpec, ProtocolError, Report, no_reserved_keys
+from kernelwright.isolation.protocol import JobSpec, Record, Report, no_reserved_keys
 from kernelwright.jobs.records import (
     DeviceFacts,
     KernelRecord,
@@ -112,18 +112,32 @@ class Binary(Report):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BuildResult(Record):
+    """What compiling a CUDA extension's source for an arch gave (inspect.cuda_compile's result, without its
+    binaries: the cubin and PTX are files the job reports as a :class:`Cubin`)."""
+
+    ok: bool | None  # None: not compiled (no toolchain here)
+    arch: str = ""
+    cubin_bytes: int = 0
+    ptx_bytes: int = 0
+    log: str = ""  # the relevant lines: errors, warnings, ptxas infos
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)  # ptxas -v figures per kernel
+    command: tuple[str, ...] = ()
+    seconds: float = 0.0
+    cached: bool = False
+
+    def first_error(self) -> str:
+        return next((line.strip() for line in self.log.splitlines() if "error" in line.lower()), "")
+
+
+@dataclass(frozen=True, kw_only=True)
 class CudaBuild(Report):
     """A CUDA extension compiled (or not) without a GPU."""
 
     event: ClassVar[str] = "cuda_build"
     name: str
     arch: str
-    result: dict[str, Any]  # inspect.cuda_compile's result; "ok": True, False or None (not compiled)
-
-    def __post_init__(self) -> None:
-        no_reserved_keys(self.result, "result")
-        if self.result.get("ok") not in (True, False, None):
-            raise ProtocolError("result.ok: must be true, false or null")
+    result: BuildResult
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ from kernelwright.isolation.child import Channel, JobFailure, short_traceback
 from kernelwright.isolation.protocol import Note
 from kernelwright.jobs import (
     Binary,
+    BuildResult,
     CandidateSpec,
     CandidateTrial,
     ChildFinding,
@@ -100,7 +101,7 @@ def _hook_cuda_builds_without_gpu(channel: Channel, arch: str, out_dir: Path) ->
             result = compile_cuda(source, arch=arch, extra_flags=tuple(
                 f for f in (extra_cuda_cflags or []) if not f.startswith(("-gencode", "--generate-code", "-arch"))),
                 torch_headers="torch/" in source or "ATen" in source)
-            payload = result.to_json() if hasattr(result, "to_json") else {"ok": bool(getattr(result, "ok", False))}
+            payload = BuildResult.from_json(result.to_json())
             if getattr(result, "ok", False) and getattr(result, "cubin", b""):
                 path = out_dir / f"cuda-{name}-{arch}.cubin"
                 path.write_bytes(result.cubin)
@@ -109,15 +110,13 @@ def _hook_cuda_builds_without_gpu(channel: Channel, arch: str, out_dir: Path) ->
                 channel.send(Cubin(name=None, arch=arch, path=str(path), ptx_path=str(ptx_path),
                                    ptxas_log=getattr(result, "full_log", "")))
         except Exception as exc:  # the inspection role may be missing or the toolchain absent: say so
-            payload = {"ok": None, "log": f"not compiled: {type(exc).__name__}: {exc}"}
+            payload = BuildResult(ok=None, arch=arch, log=f"not compiled: {type(exc).__name__}: {exc}")
         channel.send(CudaBuild(name=name, arch=arch, result=payload))
-        if payload.get("ok") is False:
-            errors = [line.strip() for line in str(payload.get("log") or payload.get("full_log") or "").splitlines()
-                      if "error" in line.lower()]
+        if payload.ok is False:
             raise JobFailure("compile_error", "build-failed",
                              f"CUDA extension {name!r} does not compile for {arch}: "
-                             f"{errors[0] if errors else 'nvcc failed (see the cuda-build finding)'}"[:400],
-                             detail=str(payload.get("log", ""))[-4000:])
+                             f"{payload.first_error() or 'nvcc failed (see the cuda-build finding)'}"[:400],
+                             detail=payload.log[-4000:])
         raise NotRunnableHere(f"CUDA extension {name!r}")
 
     original = ext.load_inline

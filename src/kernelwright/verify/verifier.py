@@ -527,9 +527,9 @@ class _Verification(TrialJudging):
         build = run.report(jobs.CudaBuild)
         if build:
             result = build.result
-            state = {True: "compiled", False: "failed to compile", None: "was not compiled"}[result.get("ok")]
+            state = {True: "compiled", False: "failed to compile", None: "was not compiled"}[result.ok]
             self.judge.add("cuda-build", f"CUDA extension {build.name!r} {state} for {build.arch}",
-                           Severity.NOTE if result.get("ok") else Severity.WARNING, **result)
+                           Severity.NOTE if result.ok else Severity.WARNING, **result.to_json())
 
     def _sanitize_tools(self) -> tuple[str, ...]:
         if self.opts.sanitize is not None:
