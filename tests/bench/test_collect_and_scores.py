@@ -10,6 +10,7 @@ import pytest
 from kernelwright.bench import rows, scores
 from kernelwright.bench.collect import collect_problems, match_solutions
 from kernelwright.errors import InputError
+from kernelwright.deadline import NO_DEADLINE, Deadline
 
 PROBLEM = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n" \
           "def get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n"
@@ -91,11 +92,11 @@ def test_a_problem_never_reaches_past_the_whole_bench(tmp_path: Path, monkeypatc
     monkeypatch.setattr(runner.time, "monotonic", lambda: 1000.0)
     settings = runner.BenchSettings(out_dir=tmp_path, device="cpu", budget_per_problem_s=120.0, verify_limit_s=600.0)
     task = runner.Task(problem=runner.BenchProblem("p", tmp_path / "p.py"), settings=settings)
-    assert runner._within_total(task, None) is task
-    assert runner._within_total(task, 1000.0 + 900.0) is task  # search and verify both fit
-    cut = runner._within_total(task, 1000.0 + 300.0).settings  # the search keeps its budget, the verify the rest
+    assert runner._within_total(task, NO_DEADLINE) is task
+    assert runner._within_total(task, Deadline(1000.0 + 900.0)) is task  # search and verify both fit
+    cut = runner._within_total(task, Deadline(1000.0 + 300.0)).settings  # search keeps its budget, verify the rest
     assert (cut.budget_per_problem_s, cut.verify_limit_s) == (120.0, 180.0)
-    cut = runner._within_total(task, 1000.0 + 60.0).settings
+    cut = runner._within_total(task, Deadline(1000.0 + 60.0)).settings
     assert (cut.budget_per_problem_s, cut.verify_limit_s) == (60.0, 0.0)
 
 
