@@ -173,6 +173,46 @@ def test_template_mutations_do_not_overwrite_the_template_searchs_kernels_nor_re
         db.close()
 
 
+def test_a_cost_model_picks_the_template_mutations_configuration(workspace) -> None:
+    """With a ranker (the cost model), a template mutation tries the mutated group's configuration the model ranks
+    first among those not yet tried — here always the last one of the space — except for an explorer share."""
+    from kernelwright.search import llm_search
+    from kernelwright.search.llm_search import LLMSearch
+
+    class LastFirst:
+        def __init__(self) -> None:
+            self.asked: list[tuple[int, str]] = []
+
+        def best_first(self, sources, family):
+            self.asked.append((len(sources), family))
+            assert all("class ModelNew" in source for source in sources)  # rendered, not built
+            return list(reversed(range(len(sources))))
+
+    tmp, problem = workspace
+    db, run_id, strategy, builder = _seeded(tmp, problem, _TemplatesPass())
+    try:
+        (seed,) = strategy.seeds
+        ranker = LastFirst()
+        search = LLMSearch(problem=problem, out_dir=tmp / "run", strategy=strategy, client=None, evaluator=None,
+                           db=db, run_id=run_id, budget=None, context=None, device="cpu", options_key="k",
+                           toolchain="t", template_builder=builder, ranker=ranker)
+        search._rng.random = lambda: 1.0  # never the explorer
+        before, built = builder.count, set(builder.by_choice)
+        entry = search._template_mutation(Request(lineage=0, round=0, kind=TEMPLATE, parents=(seed,)))
+        assert entry is not None and builder.count == before + 1  # only the chosen one was built
+        (g,) = [g for g, (a, b) in enumerate(zip(entry.template_choice, seed.template_choice)) if a != b]
+
+        def at(i: int) -> tuple[int, ...]:
+            return tuple(i if h == g else c for h, c in enumerate(seed.template_choice))
+
+        untried = [i for i in range(len(builder.spaces[g])) if i != seed.template_choice[g] and at(i) not in built]
+        assert entry.template_choice[g] == max(untried)
+        assert ranker.asked == [(len(untried), builder.plan.groups[g].family)]
+        assert llm_search.TEMPLATE_EXPLORE < 0.5
+    finally:
+        db.close()
+
+
 def test_an_exhausted_template_neighbourhood_becomes_an_llm_mutation(workspace) -> None:
     from kernelwright.search.llm_search import LLMSearch
 

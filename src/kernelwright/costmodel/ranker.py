@@ -1,5 +1,6 @@
 """The cost model in the search: a group's alternative configurations ordered by the model, the top part measured
-plus an explorer, before the tuner times them.
+plus an explorer, before the tuner times them; and in the LLM loop's template mutations (hybrid runs, ``evolve``),
+the most promising untried configuration of the mutated group first.
 
 Used only where it can help: a trained model exists (``kernelwright model train``), LightGBM imports, and the
 model's data include the group's family — on a family it never saw it ordered worse than the templates' own order
@@ -30,23 +31,31 @@ class SearchRanker:
         self.model, self.arch = model, arch
         self.families = set(model.meta.get("families") or ())
 
+    def best_first(self, sources: Sequence[str], family: str) -> list[int] | None:
+        """The positions of ``sources`` (one group's configurations, in the space's order), the model's most
+        promising first; None for a family the model has no data for."""
+        if family not in self.families:
+            return None
+        n = len(sources)
+        rows = []
+        for rank, source in enumerate(sources):
+            features = candidate_features(source, None, self.arch)
+            features["search_rank"] = float(rank + 1)  # the default (rank 0 in a run) is timed beside them
+            features["search_rank_share"] = (rank + 1) / max(n, 1)
+            rows.append(Row(group="search", problem="", family=family, order=rank, median_ms=math.nan,
+                            features=features))
+        scores = self.model.scores(rows)
+        return [i for _, i in sorted(zip(scores, range(n)), key=lambda t: (-t[0], t[1]))]
+
     def order(self, candidates: Sequence[Any], family: str) -> list[Any]:
         """``candidates`` (one group's alternatives, in the space's order) as the tuner should time them: the
         model's top part, then explorers; unchanged for a family the model has no data for, or too few to
         choose from."""
         if family not in self.families or len(candidates) <= KEEP_MIN:
             return list(candidates)
-        n = len(candidates)
-        rows = []
-        for rank, c in enumerate(candidates):
-            features = candidate_features(Path(c.path).read_text(), None, self.arch)
-            features["search_rank"] = float(rank + 1)  # the default (rank 0 in a run) is timed beside them
-            features["search_rank_share"] = (rank + 1) / n
-            rows.append(Row(group="search", problem="", family=family, order=rank, median_ms=math.nan,
-                            features=features))
-        scores = self.model.scores(rows)
-        ranked = [c for _, _, c in sorted(zip(scores, range(n), candidates), key=lambda t: (-t[0], t[1]))]
-        keep = max(KEEP_MIN, math.ceil(KEEP_SHARE * n))
+        positions = self.best_first([Path(c.path).read_text() for c in candidates], family) or []
+        ranked = [candidates[i] for i in positions]
+        keep = max(KEEP_MIN, math.ceil(KEEP_SHARE * len(candidates)))
         chosen = ranked[:keep]
         explorers = [c for c in candidates if c not in chosen][:EXPLORERS]
         return chosen + explorers

@@ -27,13 +27,20 @@ class CandidateBuilder:
         self.count = 0
         directory.mkdir(parents=True, exist_ok=True)
 
-    def build(self, choice: tuple[int, ...], label: str) -> Candidate:
+    def source(self, choice: tuple[int, ...]) -> str:
+        """The candidate file ``choice`` gives, written nowhere and not counted as built."""
         from kernelwright.generate.emit import emit
 
         if choice in self.by_choice:
+            return self.by_choice[choice].path.read_text()
+        configs = tuple(space[i] for space, i in zip(self.spaces, choice))
+        return emit(self.plan, self.families, configs, title=self.title)
+
+    def build(self, choice: tuple[int, ...], label: str) -> Candidate:
+        if choice in self.by_choice:
             return self.by_choice[choice]
         configs = tuple(space[i] for space, i in zip(self.spaces, choice))
-        source = emit(self.plan, self.families, configs, title=self.title)
+        source = self.source(choice)
         path = self.directory / f"c{self.count:03d}.py"
         path.write_text(source)
         candidate = Candidate(index=self.count, label=label, choice=choice, configs=configs, path=path,

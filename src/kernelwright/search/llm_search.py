@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 GENERATION_SHARE = 0.9  # no new request after this share of the wall budget: the rest is for verification
 MAX_CONSECUTIVE_CALL_FAILURES = 5  # the LLM keeps failing (server down, bad model name): stop, say why
+TEMPLATE_EXPLORE = 0.25  # with a cost model, this share of template mutations still draws the configuration
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +87,7 @@ class LLMSearch:
     options_key: str
     toolchain: str
     template_builder: Any = None  # CandidateBuilder, for template mutations in hybrid runs
+    ranker: Any = None  # the cost model (costmodel/ranker.py): which configuration a template mutation tries
     progress: Progress = field(default_factory=lambda: Progress(llm=True))
     seed: int = 0
     session: int = 0  # how many times the run was resumed: call tags stay unique across sessions
@@ -359,18 +361,28 @@ class LLMSearch:
         parent = request.parents[0]
         if builder is None or parent.template_choice is None:
             return None
+        def at(g: int, i: int) -> tuple[int, ...]:
+            choice = list(parent.template_choice)
+            choice[g] = i
+            return tuple(choice)
+
         options = [(g, i) for g, space in enumerate(builder.spaces) for i in range(len(space))
                    if i != parent.template_choice[g]]
         self._rng.shuffle(options)
-        for g, i in options:
-            choice = list(parent.template_choice)
-            choice[g] = i
-            if tuple(choice) in builder.by_choice:
-                continue
-            candidate = builder.build(tuple(choice), f"group {g} config {i}")
-            return self._register(candidate.path.read_text(), origin="template", request=request, llm_call_id=None,
-                                  template_choice=tuple(choice), path=candidate.path)
-        return None
+        options = [(g, i) for g, i in options if at(g, i) not in builder.by_choice]
+        if not options:
+            return None
+        g, i = options[0]  # the group to mutate (and without a cost model its configuration), drawn at random
+        if self.ranker is not None and self._rng.random() >= TEMPLATE_EXPLORE:
+            # The cost model's most promising untried configuration of that group (costmodel/ranker.py).
+            mine = sorted(j for h, j in options if h == g)
+            order = self.ranker.best_first([builder.source(at(g, j)) for j in mine],
+                                           builder.plan.groups[g].family)
+            if order:
+                i = mine[order[0]]
+        candidate = builder.build(at(g, i), f"group {g} config {i}")
+        return self._register(candidate.path.read_text(), origin="template", request=request, llm_call_id=None,
+                              template_choice=at(g, i), path=candidate.path)
 
     # -- the winner ----------------------------------------------------------------------------------------------
     def _final(self, best: Entry) -> Entry:
@@ -449,7 +461,7 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
                       db_path: Path | None = None, resume: int | None = None, max_candidates: int | None = None,
                       max_tokens: int | None = None, language: str = "triton", seed: int = 0,
                       evaluator: Any = None, progress_stream: Any = None,
-                      verify_allowance_s: float = 0.0) -> SearchResult:
+                      verify_allowance_s: float = 0.0, use_model: bool = True) -> SearchResult:
     """``kernelwright optimize --generator llm|hybrid``: set up the client, the database, the evaluator and the
     strategy; for ``hybrid`` first let the template library find a verified seed (a third of the budget); run the
     loop; write the outputs. The budget: ``deadline`` (the caller's), else ``budget_s`` from now. ``evaluator``
@@ -532,12 +544,17 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
                                path=Path(e.path or ""), sha256=hashlib.sha256((e.source or "").encode()).hexdigest())
                      for e in [*strat.seeds, *strat.entries, *pending] if e.template_choice is not None]
             template_builder = _mutation_builder(problem, out, arch, policy, tried)
+        ranker = None
+        if template_builder is not None and getattr(evaluator, "timed", False):  # what a GPU times (--no-model: not)
+            from kernelwright.costmodel.ranker import search_ranker
+
+            ranker = search_ranker(arch, enabled=use_model)
         remaining = max(1.0, deadline.left())
         search = LLMSearch(problem=problem, out_dir=out, strategy=strat, client=client, evaluator=evaluator, db=db,
                            run_id=run_id, budget=Budget(wall_s=remaining, max_candidates=max_candidates,
                                                         max_tokens=max_tokens, verify_allowance_s=verify_allowance_s),
                            context=ctx, device=device, options_key=key, toolchain=toolchain,
-                           template_builder=template_builder, seed=seed,
+                           template_builder=template_builder, ranker=ranker, seed=seed,
                            progress=Progress(stream=progress_stream, llm=True),
                            session=db.run(run_id).resumes)
         holder["search"] = search

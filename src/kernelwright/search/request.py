@@ -45,7 +45,7 @@ class SearchRequest:
     arch: str | None = None  # None: the local GPU's, else config.arch
     policy: Policy = DEFAULT_POLICY
     backend: str | None = None  # the template back ends (--backend; None: config.backend)
-    use_model: bool = True  # the cost model orders what a GPU times (--no-model: not)
+    use_model: bool = True  # the cost model orders what a GPU times, template mutations too (--no-model: not)
     verify_allowance_s: float = 0.0  # how long a finalist's verify may run past the deadline (a bench's rows)
     db_path: Path | None = None  # the run database (None: the cache's runs.sqlite)
     llm: LLMOptions = field(default_factory=LLMOptions)
@@ -78,4 +78,4 @@ def run(request: SearchRequest) -> Any:
                              base_url=o.base_url, db_path=request.db_path, resume=o.resume,
                              max_candidates=o.max_candidates, max_tokens=o.max_tokens, language=o.language,
                              seed=o.seed, evaluator=request.evaluator, progress_stream=request.progress,
-                             verify_allowance_s=request.verify_allowance_s)
+                             verify_allowance_s=request.verify_allowance_s, use_model=request.use_model)
