@@ -138,13 +138,13 @@ class _TemplatesPass(StubEvaluator):
 
 def _seeded(tmp, problem, evaluator):
     from kernelwright.generate.families.base import DEFAULT_POLICY
-    from kernelwright.search.llm_search import _seed_from_templates
+    from kernelwright.search.template_seed import seed_from_templates
 
     db = RunDB(tmp / "runs.sqlite")
     run_id = db.start_run(db.add_problem(problem, problem.read_text()), generator="hybrid", strategy="evolve",
                           settings={}, arch="sm_90a", toolchain="t", device="cpu")
     strategy = make_strategy("evolve", 1)
-    builder = _seed_from_templates(problem, tmp / "run", Deadline.after(60), "cpu", "sm_90a", DEFAULT_POLICY,
+    builder = seed_from_templates(problem, tmp / "run", Deadline.after(60), "cpu", "sm_90a", DEFAULT_POLICY,
                                    evaluator, db, run_id, strategy)
     return db, run_id, strategy, builder
 
@@ -176,7 +176,6 @@ def test_template_mutations_do_not_overwrite_the_template_searchs_kernels_nor_re
 def test_a_cost_model_picks_the_template_mutations_configuration(workspace) -> None:
     """With a ranker (the cost model), a template mutation tries the mutated group's configuration the model ranks
     first among those not yet tried — here always the last one of the space — except for an explorer share."""
-    from kernelwright.search import llm_search
     from kernelwright.search.llm_search import LLMSearch
 
     class LastFirst:
@@ -208,7 +207,9 @@ def test_a_cost_model_picks_the_template_mutations_configuration(workspace) -> N
         untried = [i for i in range(len(builder.spaces[g])) if i != seed.template_choice[g] and at(i) not in built]
         assert entry.template_choice[g] == max(untried)
         assert ranker.asked == [(len(untried), builder.plan.groups[g].family)]
-        assert llm_search.TEMPLATE_EXPLORE < 0.5
+        search._rng.random = lambda: 0.0  # an explorer: the configuration is drawn, the model not asked
+        assert search._template_mutation(Request(lineage=0, round=0, kind=TEMPLATE, parents=(seed,))) is not None
+        assert len(ranker.asked) == 1 and builder.count == before + 2
     finally:
         db.close()
 

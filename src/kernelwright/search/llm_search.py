@@ -37,12 +37,17 @@ from kernelwright.generate.families.base import DEFAULT_POLICY, Policy
 from kernelwright.search.progress import Progress
 from kernelwright.search.records import Candidate, SearchResult
 from kernelwright.search.strategies import CROSSOVER, FRESH, MUTATE, TEMPLATE, Entry, Request, Strategy
+from kernelwright.search.template_seed import (
+    choice_meta,
+    mutation_builder,
+    next_mutation,
+    seed_from_templates,
+)
 
 log = logging.getLogger(__name__)
 
 GENERATION_SHARE = 0.9  # no new request after this share of the wall budget: the rest is for verification
 MAX_CONSECUTIVE_CALL_FAILURES = 5  # the LLM keeps failing (server down, bad model name): stop, say why
-TEMPLATE_EXPLORE = 0.25  # with a cost model, this share of template mutations still draws the configuration
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,7 +304,7 @@ class LLMSearch:
         candidate_id, _ = self.db.add_candidate(
             self.run_id, source, origin=origin, parent_id=parents[0] if parents else None,
             parent2_id=parents[1] if len(parents) > 1 else None, lineage=request.lineage, round=request.round,
-            llm_call_id=llm_call_id, meta=_choice_meta(template_choice))
+            llm_call_id=llm_call_id, meta=choice_meta(template_choice))
         if path is None:
             path = self.out_dir / "candidates" / f"k{candidate_id:04d}.py"
             path.write_text(source)
@@ -361,28 +366,13 @@ class LLMSearch:
         parent = request.parents[0]
         if builder is None or parent.template_choice is None:
             return None
-        def at(g: int, i: int) -> tuple[int, ...]:
-            choice = list(parent.template_choice)
-            choice[g] = i
-            return tuple(choice)
-
-        options = [(g, i) for g, space in enumerate(builder.spaces) for i in range(len(space))
-                   if i != parent.template_choice[g]]
-        self._rng.shuffle(options)
-        options = [(g, i) for g, i in options if at(g, i) not in builder.by_choice]
-        if not options:
+        choice = next_mutation(builder, parent.template_choice, self._rng, self.ranker)
+        if choice is None:
             return None
-        g, i = options[0]  # the group to mutate (and without a cost model its configuration), drawn at random
-        if self.ranker is not None and self._rng.random() >= TEMPLATE_EXPLORE:
-            # The cost model's most promising untried configuration of that group (costmodel/ranker.py).
-            mine = sorted(j for h, j in options if h == g)
-            order = self.ranker.best_first([builder.source(at(g, j)) for j in mine],
-                                           builder.plan.groups[g].family)
-            if order:
-                i = mine[order[0]]
-        candidate = builder.build(at(g, i), f"group {g} config {i}")
+        g = next(g for g, (a, b) in enumerate(zip(choice, parent.template_choice)) if a != b)
+        candidate = builder.build(choice, f"group {g} config {choice[g]}")
         return self._register(candidate.path.read_text(), origin="template", request=request, llm_call_id=None,
-                              template_choice=at(g, i), path=candidate.path)
+                              template_choice=choice, path=candidate.path)
 
     # -- the winner ----------------------------------------------------------------------------------------------
     def _final(self, best: Entry) -> Entry:
@@ -537,13 +527,13 @@ def optimize_with_llm(problem: str | Path, *, out_dir: str | Path, budget_s: flo
     try:
         template_builder = None
         if generator == "hybrid" and resume is None:
-            template_builder = _seed_from_templates(problem, out, deadline.share(1 / 3), device, arch, policy,
+            template_builder = seed_from_templates(problem, out, deadline.share(1 / 3), device, arch, policy,
                                                     evaluator, db, run_id, strat)
         elif generator == "hybrid":
             tried = [Candidate(index=e.candidate_id or 0, label="tried", choice=e.template_choice, configs=(),
                                path=Path(e.path or ""), sha256=hashlib.sha256((e.source or "").encode()).hexdigest())
                      for e in [*strat.seeds, *strat.entries, *pending] if e.template_choice is not None]
-            template_builder = _mutation_builder(problem, out, arch, policy, tried)
+            template_builder = mutation_builder(problem, out, arch, policy, tried)
         ranker = None
         if template_builder is not None and getattr(evaluator, "timed", False):  # what a GPU times (--no-model: not)
             from kernelwright.costmodel.ranker import search_ranker
@@ -650,60 +640,3 @@ def _restore(db: Any, run_id: int, strategy: Strategy, out: Path) -> list[Entry]
     for entry in pending:  # after the replay, which would otherwise count them as answered
         strategy.restore_pending(entry)
     return pending
-
-
-def _seed_from_templates(problem: Path, out: Path, deadline: Deadline, device: str, arch: str, policy: Policy,
-                         evaluator: Any, db: Any, run_id: int, strategy: Strategy) -> Any:
-    """Hybrid runs: the template library's search first; its best verified kernel seeds every prompt and the
-    evolutionary population. Returns the template builder (for template mutations), or None when no template
-    covers the problem (the LLM then starts from scratch)."""
-    import json as _json
-
-    from kernelwright.errors import InputError
-    from kernelwright.search.optimize import optimize
-    from kernelwright.verify.records import verdict_json
-
-    try:
-        result = optimize(problem, out_dir=out / "templates", deadline=deadline, device=device, arch=arch,
-                          policy=policy, evaluator=evaluator, progress=Progress())
-    except InputError as exc:
-        log.warning("hybrid: %s — the LLM starts without a seed", exc)
-        return None
-    if result.interrupted:  # optimize() kept Ctrl-C to write its outputs; the run ends here all the same
-        raise KeyboardInterrupt
-    best = result.best
-    if best is not None and best.verdict is not None and best.verdict.passed:
-        source = best.candidate.path.read_text()
-        choice = best.candidate.choice
-        cid, _ = db.add_candidate(run_id, source, origin="seed", lineage=-1, round=0, meta=_choice_meta(choice))
-        # A copy of its own: the template search's candidate files are not the run's to keep.
-        path = out / "candidates" / f"k{cid:04d}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
-        db.record_verdict(cid, _json.loads(verdict_json(best.verdict)), arch=arch, toolchain="templates",
-                          options_key="seed")
-        strategy.seeds.append(Entry(index=0, lineage=-1, round=0, origin="seed", source=source,
-                                    verdict=best.verdict, candidate_id=cid, path=str(path), template_choice=choice))
-    return _mutation_builder(problem, out, arch, policy, [o.candidate for o in result.outcomes])
-
-
-def _mutation_builder(problem: Path, out: Path, arch: str, policy: Policy, tried: list[Candidate]) -> Any:
-    """The template builder for template mutations (hybrid): its files go to ``templates/mutations`` (a builder
-    numbers its files from c000, so in the template search's folder it would overwrite that search's kernels), and
-    the configurations ``tried`` already are not built again. None when no template covers the problem."""
-    from kernelwright.errors import InputError
-    from kernelwright.search.candidates import template_builder
-
-    try:
-        _, builder = template_builder(problem, out / "templates" / "mutations", arch=arch, policy=policy)
-    except InputError as exc:
-        log.warning("hybrid: %s — no template mutations", exc)
-        return None
-    for candidate in tried:
-        builder.by_choice.setdefault(candidate.choice, candidate)
-    return builder
-
-
-def _choice_meta(choice: tuple[int, ...] | None) -> dict[str, Any] | None:
-    """What the run database keeps of a template-built candidate, so ``--resume`` can mutate it again."""
-    return {"template_choice": list(choice)} if choice is not None else None
