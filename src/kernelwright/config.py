@@ -232,6 +232,9 @@ KNOBS: dict[str, Setting] = _table(
     Setting("backend", choice("triton", "cuda", "all"), "all",
             "template back ends the search tries: triton, cuda (CUDA C++ with inline PTX, where a family has it) or "
             "all"),
+    Setting("ptx_rewrites", boolean, True,
+            "on a GPU, time the PTX rewrite passes (cache and eviction hints) on the tuned Triton leader and keep "
+            "one only where it measures faster"),
     # Set by bench for the processes it starts (each worker and its children inherit them); a user sets them to make
     # separate kernelwright commands on one GPU take turns measuring.
     Setting("gpu_lock", text, None, "file lock the processes sharing a GPU take turns on for their measurements "

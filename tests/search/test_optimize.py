@@ -163,6 +163,7 @@ def test_the_default_is_timed_with_group_zeros_alternatives(problem: Path, tmp_p
     of group 0: timed alone, the default cost a call of its own, and a parallel bench's 60 s search on the H200
     timed nothing else (run 38)."""
     clock = _fake_clock(monkeypatch)
+    monkeypatch.setenv("KERNELWRIGHT_PTX_REWRITES", "0")  # the rewrite stage times the leader again (tested below)
 
     class Calls(StubEvaluator):
         def time(self, candidates, *, deadline=None):
@@ -174,6 +175,46 @@ def test_the_default_is_timed_with_group_zeros_alternatives(problem: Path, tmp_p
              verify_allowance_s=100.0)
     assert stub.calls[0][0] == 0 and len(stub.calls[0]) > 1  # the default first, its alternatives beside it
     assert sorted(stub.seen) == sorted(set(stub.seen))  # each candidate timed once
+
+
+@pytest.mark.parametrize("faster", [True, False])
+def test_ptx_rewrites_are_timed_beside_the_leader_and_kept_only_where_faster(
+        problem: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faster: bool) -> None:
+    """After tuning, the leader's PTX rewrites are timed in one batch with the leader itself; one becomes a finalist
+    (and here the winner) only where it times at least 1% under that batch's plain figure; every trial is in the
+    report, kept or not."""
+    from kernelwright.generate.ptx_variant import MARK, rewrite_passes
+    from kernelwright.search.rewrites import PASS_SETS
+
+    clock = _fake_clock(monkeypatch)
+
+    class ByLabel(StubEvaluator):
+        def time(self, candidates, *, deadline=None):
+            self.calls = [*getattr(self, "calls", []), [c.label for c in candidates]]
+            for c in candidates:
+                self.times[c.index] = (0.45 if faster and c.label == "ptx no-allocate-loads" else
+                                       0.499 if c.label.startswith("ptx") else self.times.get(c.index, 1.0))
+            return super().time(candidates, deadline=deadline)
+
+    stub = ByLabel(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=1.0)
+    result = optimize(problem, out_dir=tmp_path / "run", device="cpu", budget_s=3600.0, evaluator=stub,
+                      verify_allowance_s=100.0)
+    (leader,) = [o.candidate for o in result.outcomes if o.candidate.index == 2]
+    assert stub.calls[-1] == [leader.label] + [f"ptx {'+'.join(p)}" for p in PASS_SETS]  # one batch, leader first
+    assert [t.passes for t in result.rewrites] == list(PASS_SETS)
+    assert all(t.base == 2 and t.base_ms == 0.5 for t in result.rewrites)
+    assert [t.kept for t in result.rewrites] == [faster] + [False] * (len(PASS_SETS) - 1)  # 0.499: inside the margin
+    best = result.best
+    assert best is not None
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## PTX rewrites" in report and "| no-allocate-loads + streaming-stores |" in report
+    if faster:
+        assert best.candidate.ptx_passes == ("no-allocate-loads",) and stub.verified[0] == best.candidate.index
+        best_py = (tmp_path / "run" / "best.py").read_text()
+        assert MARK in best_py and rewrite_passes(best_py) == ("no-allocate-loads",)
+        assert "1.111x | yes |" in report
+    else:
+        assert best.candidate.index == 2 and stub.verified == [2]  # no rewrite reached the verifier
 
 
 def test_groups_are_tuned_heaviest_first(tmp_path: Path) -> None:

@@ -21,14 +21,20 @@ and shared memory). Passes that change semantics (``.nc`` loads of data a kernel
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-_LOAD = re.compile(r"(\bld\.global)((?:\.[A-Za-z0-9_:]+)*)")
-_STORE = re.compile(r"(\bst\.global)((?:\.[A-Za-z0-9_:]+)*)")
-_L1 = ("L1::",)
-_NON_COHERENT = (".nc",)
-_STORE_COP = (".wb", ".cg", ".cs", ".wt")
+# A pass: (instruction, qualifier added right after it, left alone if a qualifier contains one of these, left alone if
+# the first qualifier is one of these). Data, so that a candidate carrying a rewrite (generate/ptx_variant.py) holds
+# the same rules and the same applier, ``rewrite_lines``, as the library.
+Rule = tuple[str, str, tuple[str, ...], tuple[str, ...]]
+_LOAD_COP = (".nc", ".ca", ".cg", ".cs", ".lu", ".cv")  # a cache operator and an L1 eviction priority exclude each other
+PASSES: dict[str, Rule] = {
+    "no-allocate-loads": ("ld.global", "L1::no_allocate", ("L1::",), _LOAD_COP),
+    "evict-first-loads": ("ld.global", "L1::evict_first", ("L1::",), _LOAD_COP),
+    "evict-last-loads": ("ld.global", "L1::evict_last", ("L1::",), _LOAD_COP),
+    "streaming-stores": ("st.global", "cs", ("L1::", "L2::"), (".wb", ".cg", ".cs", ".wt")),
+}
 
 
 @dataclass(frozen=True)
@@ -39,49 +45,40 @@ class Rewrite:
     examples: tuple[tuple[str, str], ...]  # (before, after) of the first few
 
 
-def _qualify_loads(qualifier: str) -> Callable[[re.Match[str]], str]:
-    def apply(match: re.Match[str]) -> str:
+def rewrite_lines(ptx, rule):
+    """``ptx`` with ``rule`` applied to its instructions (directives and comments untouched): the new text, the
+    number of instructions changed and up to three (before, after) pairs. Plain Python and ``re`` alone: a
+    candidate file carries this function's source as it is."""
+    opcode, qualifier, skip_within, skip_first = rule
+    pattern = re.compile(r"(\b" + re.escape(opcode) + r")((?:\.[A-Za-z0-9_:]+)*)")
+
+    def qualify(match):
         head, rest = match.group(1), match.group(2)
-        if any(q in rest for q in _L1) or any(rest.startswith(q) for q in _NON_COHERENT):
+        if any(q in rest for q in skip_within) or any(rest.startswith(q) for q in skip_first):
             return match.group(0)
         return f"{head}.{qualifier}{rest}"
 
-    return apply
-
-
-def _streaming_store(match: re.Match[str]) -> str:
-    head, rest = match.group(1), match.group(2)
-    if any(rest.startswith(q) for q in _STORE_COP) or "L1::" in rest or "L2::" in rest:
-        return match.group(0)
-    return f"{head}.cs{rest}"
-
-
-PASSES: dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = {
-    "no-allocate-loads": (_LOAD, _qualify_loads("L1::no_allocate")),
-    "evict-first-loads": (_LOAD, _qualify_loads("L1::evict_first")),
-    "evict-last-loads": (_LOAD, _qualify_loads("L1::evict_last")),
-    "streaming-stores": (_STORE, _streaming_store),
-}
-
-
-def rewrite_ptx(ptx: str, name: str) -> Rewrite:
-    """``ptx`` with the pass ``name`` applied (instructions only: directives and comments untouched)."""
-    if name not in PASSES:
-        raise ValueError(f"no PTX rewrite {name!r}: use one of {', '.join(PASSES)}")
-    pattern, replace = PASSES[name]
     out, changed, examples = [], 0, []
     for line in ptx.splitlines(keepends=True):
         code = line.split("//", 1)[0]
         if not code.strip() or code.lstrip().startswith("."):
             out.append(line)
             continue
-        new = pattern.sub(replace, line)
+        new = pattern.sub(qualify, line)
         if new != line:
             changed += 1
             if len(examples) < 3:
                 examples.append((line.strip(), new.strip()))
         out.append(new)
-    return Rewrite(name=name, ptx="".join(out), changed=changed, examples=tuple(examples))
+    return "".join(out), changed, examples
+
+
+def rewrite_ptx(ptx: str, name: str) -> Rewrite:
+    """``ptx`` with the pass ``name`` applied (instructions only: directives and comments untouched)."""
+    if name not in PASSES:
+        raise ValueError(f"no PTX rewrite {name!r}: use one of {', '.join(PASSES)}")
+    text, changed, examples = rewrite_lines(ptx, PASSES[name])
+    return Rewrite(name=name, ptx=text, changed=changed, examples=tuple(examples))
 
 
 def rewrite_all(ptx: str, names: Sequence[str]) -> Rewrite:

@@ -212,6 +212,8 @@ class CandidateFile:
     triton_kernels: tuple[str, ...]  # functions decorated with triton.jit / autotune / heuristics
     cuda_kernels: tuple[str, ...]  # __global__ functions named in the file's string literals
     uses_load_inline: bool
+    # Hooks Triton's compile pipeline (a PTX-rewriting candidate, generate/ptx_variant.py): code below Triton's own.
+    rewrites_ptx: bool = False
 
     @property
     def problem_with_structure(self) -> str | None:
@@ -277,6 +279,7 @@ def read_candidate(path: str | Path) -> CandidateFile:
         triton_kernels=tuple(sorted(set(triton_kernels))),
         cuda_kernels=tuple(cuda_kernels),
         uses_load_inline=uses_load_inline,
+        rewrites_ptx="add_stages_inspection_hook" in source,
     )
 
 

@@ -49,6 +49,16 @@ class CandidateBuilder:
         self.by_choice[choice] = candidate
         return candidate
 
+    def derive(self, base: Candidate, source: str, label: str, *, ptx_passes: tuple[str, ...] = ()) -> Candidate:
+        """A candidate written from ``base``'s file (a PTX rewrite of it): the same choice of configurations, a file
+        and an index of its own; not what ``build`` returns for that choice."""
+        path = self.directory / f"c{self.count:03d}.py"
+        path.write_text(source)
+        candidate = Candidate(index=self.count, label=label, choice=base.choice, configs=base.configs, path=path,
+                              sha256=hashlib.sha256(source.encode()).hexdigest(), ptx_passes=ptx_passes)
+        self.count += 1
+        return candidate
+
 
 def template_builder(problem: str | Path, directory: Path, *, arch: str, policy: Policy = DEFAULT_POLICY,
                      families: Iterable[Family] | None = None,

@@ -35,7 +35,7 @@ from kernelwright.search.candidates import CandidateBuilder, template_builder
 from kernelwright.search.evaluate import evaluator_for
 from kernelwright.search.outputs import write_outputs
 from kernelwright.search.progress import Progress
-from kernelwright.search.records import Candidate, Evaluator, OptimizeResult, Outcome
+from kernelwright.search.records import Candidate, Evaluator, OptimizeResult, Outcome, RewriteTrial
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +237,7 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
             policy: Policy, verify_allowance_s: float = 0.0, ranker: Any = None) -> OptimizeResult:
     """Tune (on a GPU), verify the finalists fastest first, write the outputs; Ctrl-C still writes the best so far."""
     outcomes: dict[int, Outcome] = {}
+    trials: tuple[RewriteTrial, ...] = ()
     interrupted = False
     # The budget is a promise, verification included: tuning stops early enough for a verify, and every verify is
     # cut at the budget's end (a cut verify is a timeout verdict that names the budget).
@@ -250,9 +251,18 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
     tuning = Deadline(max(tuning_end, started + 0.25 * budget_s))
     try:
         if evaluator.timed:
-            default = _tune(builder, evaluator, tuning, progress, outcomes, record, ranker)
-            finalists = sorted((o for o in outcomes.values() if o.median_ms is not None),
-                               key=lambda o: o.median_ms or 0.0)[:FINALISTS]
+            from kernelwright.search import rewrites as ptx
+
+            stage = ptx.available(evaluator)
+            # With the PTX rewrite stage on, the coordinate descent leaves it the rest of the tuning time.
+            default = _tune(builder, evaluator, tuning.share(ptx.TUNING_SHARE) if stage else tuning, progress,
+                            outcomes, record, ranker)
+            leader = _fastest(outcomes.values())
+            if stage and leader is not None and not tuning.expired():
+                trials = ptx.rewrite_stage(builder, evaluator, tuning, leader, outcomes, record, progress)
+            dropped = {t.candidate for t in trials if not t.kept}
+            finalists = sorted((o for o in outcomes.values() if o.median_ms is not None
+                                and o.candidate.index not in dropped), key=lambda o: o.median_ms or 0.0)[:FINALISTS]
             if not finalists and default.index not in outcomes:
                 # The budget ran out before the tuner timed anything (on the H200, 2026-12-02, four problems
                 # sharing the GPU waited for it past a 30 s budget): the default candidate still gets the
@@ -290,9 +300,14 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
     result = OptimizeResult(problem=the_plan.graph.problem.path, out_dir=out, plan=the_plan,
                             outcomes=tuple(outcomes[i] for i in sorted(outcomes)), best=best,
                             timed=evaluator.timed, interrupted=interrupted, elapsed_s=time.monotonic() - started,
-                            arch=arch, device=device, policy=policy)
+                            arch=arch, device=device, policy=policy, rewrites=trials)
     write_outputs(result)
     return result
+
+
+def _fastest(outcomes: Iterable[Outcome]) -> Outcome | None:
+    timed = [o for o in outcomes if o.median_ms is not None]
+    return min(timed, key=lambda o: o.median_ms or 0.0) if timed else None
 
 
 def _best(outcomes: Iterable[Outcome]) -> Outcome | None:

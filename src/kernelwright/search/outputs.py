@@ -116,6 +116,8 @@ def render_report(result: OptimizeResult) -> str:
         if v.findings:
             lines += ["", "## Findings", ""]
             lines += [f"- {f.severity} `{f.code}`: {f.message}" for f in v.findings]
+    if result.rewrites:
+        lines += _rewrite_lines(result)
     lines += ["", "## Candidates", "", "See `candidates.csv` (every candidate, its configuration, status and time)."]
     timed = sorted((o for o in result.outcomes if o.median_ms is not None), key=lambda o: o.median_ms or 0.0)
     if timed:
@@ -123,6 +125,23 @@ def render_report(result: OptimizeResult) -> str:
         for o in timed[:10]:
             lines.append(f"| c{o.candidate.index:03d} | {o.candidate.label} | {o.median_ms:.4f} | {o.status} |")
     return "\n".join(lines) + "\n"
+
+
+def _rewrite_lines(result: OptimizeResult) -> list[str]:
+    """The PTX rewrite stage's table: each pass set beside the plain leader, timed in one batch."""
+    base = result.rewrites[0]
+    lines = ["", "## PTX rewrites", "",
+             f"The leader's kernels (c{base.base:03d}) with each rewrite of their PTX, timed beside it in one batch "
+             "(`kernelwright inspect A --diff B` shows the SASS difference); a rewrite becomes a finalist only where "
+             "it is at least 1% faster.", "", "| passes | candidate | median ms | plain ms | speedup | kept |",
+             "|---|---|---|---|---|---|"]
+    for t in result.rewrites:
+        ms = f"{t.median_ms:.4f}" if t.median_ms is not None else (t.error or "not timed")
+        plain = f"{t.base_ms:.4f}" if t.base_ms is not None else "-"
+        ratio = f"{t.ratio:.3f}x" if t.ratio is not None else "-"
+        lines.append(f"| {' + '.join(t.passes)} | c{t.candidate:03d} | {ms} | {plain} | {ratio} | "
+                     f"{'yes' if t.kept else 'no'} |")
+    return lines
 
 
 def summary_json(result: OptimizeResult) -> str:
@@ -136,7 +155,10 @@ def summary_json(result: OptimizeResult) -> str:
         "best": None if best is None else {
             "candidate": best.candidate.index, "status": best.status,
             "verdict": best.verdict.message if best.verdict else None,
+            "ptx_passes": list(best.candidate.ptx_passes),
         },
+        "ptx_rewrites": [{"passes": list(t.passes), "candidate": t.candidate, "base": t.base, "median_ms": t.median_ms,
+                          "base_ms": t.base_ms, "kept": t.kept} for t in result.rewrites],
     }, indent=2)
 
 

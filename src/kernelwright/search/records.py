@@ -27,6 +27,25 @@ class Candidate:
     configs: tuple[Mapping[str, Any], ...]
     path: Path
     sha256: str
+    ptx_passes: tuple[str, ...] = ()  # the PTX rewrites its file applies (generate/ptx_variant.py); () for none
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewriteTrial:
+    """One PTX rewrite of the tuned leader, timed beside it in the same batch (search/rewrites.py)."""
+
+    passes: tuple[str, ...]
+    candidate: int  # the rewritten candidate's index
+    base: int  # the plain candidate's index
+    base_ms: float | None  # the plain candidate, timed in the same batch
+    median_ms: float | None  # None: not timed (an error, or the budget ran out)
+    kept: bool  # timed under the plain one by the stage's margin: a finalist
+    error: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        """The plain kernel's time over the rewrite's (above 1: the rewrite is faster)."""
+        return self.base_ms / self.median_ms if self.base_ms and self.median_ms else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +85,7 @@ class OptimizeResult:
     arch: str
     device: str
     policy: Policy = DEFAULT_POLICY
+    rewrites: tuple[RewriteTrial, ...] = ()  # the PTX rewrite stage's trials (on a GPU, Triton leaders)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -534,7 +534,8 @@ class _Verification(TrialJudging):
     def _sanitize_tools(self) -> tuple[str, ...]:
         if self.opts.sanitize is not None:
             return tuple(self.opts.sanitize)
-        if self.device == "cuda" and self.candidate.uses_load_inline:  # the default: hand-written CUDA C++
+        # The default: hand-written CUDA C++, and Triton kernels whose PTX the candidate rewrites
+        if self.device == "cuda" and (self.candidate.uses_load_inline or self.candidate.rewrites_ptx):
             from kernelwright.verify.sanitize import TOOLS
 
             return TOOLS

@@ -1,0 +1,106 @@
+"""A Triton candidate whose kernels' PTX is rewritten before ptxas assembles it (issue 30 item 2): the candidate file
+as the templates wrote it, plus a block that names the passes (inspect/ptx_rewrite.py) and applies them through
+Triton's supported extension point for its compile pipeline, ``triton.knobs.runtime.add_stages_inspection_hook``.
+
+How it runs. Each of the file's own ``@triton.jit`` kernels gets an instance-level ``run`` that installs the hook for
+the length of its own launch and puts back what was there, so the rewrite reaches exactly these kernels — never
+another candidate's kernels in the same tuning worker, nor a library's. The hook (a) adds the passes to the key
+Triton caches compiled kernels under, in memory and on disk, so a rewritten kernel is never served for the plain one
+or the other way round, and (b) wraps the ``ptx`` stage: Triton writes the PTX as usual, the passes rewrite it, and
+Triton's own ptxas step assembles what they wrote. The launch itself (grid, arguments, the class's ``run``, and so
+the verifier's launch recorder) is unchanged. ``kernelwright inspect`` and the verifier's instruction evidence
+compile the kernels with the same hook (``kernelwright_ptx_stages`` on the kernel), so the SASS they report is the
+rewritten one. The file stays a standalone KernelBench ``ModelNew`` file: the applier is
+:func:`~kernelwright.inspect.ptx_rewrite.rewrite_lines`'s own source, copied in.
+
+Under Triton's interpreter there is no PTX: the kernels run as written (the passes change cache hints, never what
+is computed). A Triton without the hook (before 3.4) makes the file raise at import with that said — a failed
+candidate, not a silent plain one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect as pyinspect
+from collections.abc import Sequence
+
+from kernelwright.inspect.ptx_rewrite import PASSES, rewrite_lines
+
+MARK = "# --- PTX rewrite"
+
+_BLOCK = '''
+
+{mark}: {names} (kernelwright.inspect.ptx_rewrite) -----------------------------------------------
+# The kernels above are compiled by Triton as usual; before ptxas assembles each one's PTX, these passes add their
+# qualifier where an instruction has none of its kind. A kernel launch installs the hook for its own compile only.
+import re  # noqa: E402
+
+from triton import knobs as _triton_knobs  # noqa: E402
+from triton.runtime.jit import JITFunction as _JITFunction  # noqa: E402
+
+_PTX_PASSES = {passes!r}
+_PTX_RULES = {rules!r}
+_PTX_KEY = "kernelwright-ptx-rewrite:{digest}"
+
+
+{applier}
+
+def _ptx_stages(backend=None, stages=None, options=None, language=None, capability=None):
+    """Triton's add_stages_inspection_hook: with no arguments, the cache key part; else wrap the ptx stage."""
+    if stages is None:
+        return _PTX_KEY, "{digest}"
+    make_ptx = stages["ptx"]
+
+    def ptx(src, metadata):
+        text = make_ptx(src, metadata)
+        for rule in _PTX_RULES:
+            text = rewrite_lines(text, rule)[0]
+        return text
+
+    stages["ptx"] = ptx
+
+
+def _launch_rewritten(kernel):
+    def run(*args, **kwargs):
+        before = _triton_knobs.runtime.add_stages_inspection_hook
+        _triton_knobs.runtime.add_stages_inspection_hook = _ptx_stages
+        try:
+            return type(kernel).run(kernel, *args, **kwargs)
+        finally:
+            _triton_knobs.runtime.add_stages_inspection_hook = before
+
+    kernel.run = run
+    kernel.kernelwright_ptx_stages = _ptx_stages
+
+
+if not hasattr(_triton_knobs.runtime, "add_stages_inspection_hook"):
+    raise ImportError("this candidate rewrites its kernels' PTX through triton.knobs.runtime."
+                      "add_stages_inspection_hook, which this Triton lacks: use Triton 3.4 or newer")
+for _kernel in [v for v in list(globals().values()) if isinstance(v, _JITFunction) or type(v).__name__ ==
+                "InterpretedFunction"]:
+    _launch_rewritten(_kernel)
+'''
+
+
+def with_ptx_rewrite(source: str, passes: Sequence[str]) -> str:
+    """``source`` (a Triton candidate file) with its own kernels' PTX rewritten by ``passes``, in order."""
+    unknown = [p for p in passes if p not in PASSES]
+    if unknown or not passes:
+        raise ValueError(f"no PTX rewrite {', '.join(unknown) or '(none named)'}: use one of {', '.join(PASSES)}")
+    if MARK in source:
+        raise ValueError("this candidate already rewrites its PTX: rewrite the original instead")
+    rules = tuple(PASSES[p] for p in passes)
+    digest = hashlib.sha256(repr(rules).encode()).hexdigest()[:16]
+    return source.rstrip("\n") + "\n" + _BLOCK.format(
+        mark=MARK, names=", ".join(passes), passes=tuple(passes), rules=rules, digest=digest,
+        applier=pyinspect.getsource(rewrite_lines))
+
+
+def rewrite_passes(source: str) -> tuple[str, ...]:
+    """The passes a candidate file applies to its PTX (none for a plain one)."""
+    import ast
+
+    for line in source.splitlines():
+        if line.startswith("_PTX_PASSES = "):
+            return tuple(ast.literal_eval(line.split("=", 1)[1].strip()))
+    return ()
