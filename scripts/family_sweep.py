@@ -170,6 +170,60 @@ def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
     return rows
 
 
+def ptx_rewrites(problem: Path, rows: list[dict], out_dir: Path, device: str) -> list[dict]:
+    """The sweep's fastest Triton configuration with each of the search's PTX rewrite pass sets
+    (search/rewrites.py), each timed twice beside the plain file in the same order (plain, rewrite, rewrite,
+    plain): the per-pass figures of issue 30 item 2. A rewrite changes cache hints only, so its output must equal
+    the plain file's bit for bit."""
+    import torch
+
+    from kernelwright.generate.ptx_variant import with_ptx_rewrite
+    from kernelwright.search.rewrites import PASS_SETS
+
+    ran = [r for r in rows if "error" not in r and all(c.get("backend", "triton") == "triton" for c in r["configs"])]
+    if not ran:
+        return []
+    best = min(ran, key=lambda r: r.get("ms") or float("inf"))
+    plain_path = out_dir / f"{problem.stem}_c{best['config']}.py"
+    reference, model, inputs = _reference(problem, device, f"ref_{problem.stem}_ptx")
+
+    def built(path: Path, name: str):
+        new = _load(path, name).ModelNew(*reference.get_init_inputs()).to(device)
+        new.load_state_dict(model.state_dict())
+        return new
+
+    out = []
+    with torch.no_grad():
+        plain = built(plain_path, f"ptx_plain_{problem.stem}")
+        want = plain(*inputs)
+        want = want[0] if isinstance(want, (tuple, list)) else want
+        for passes in PASS_SETS:
+            row = {"problem": problem.stem, "config": best["config"], "ptx_passes": list(passes)}
+            try:
+                path = out_dir / f"{problem.stem}_c{best['config']}_{'_'.join(passes)}.py"
+                path.write_text(with_ptx_rewrite(plain_path.read_text(), passes))
+                new = built(path, f"ptx_{problem.stem}_{'_'.join(passes)}".replace("-", "_"))
+                got = new(*inputs)
+                got = got[0] if isinstance(got, (tuple, list)) else got
+                row["identical"] = bool(torch.equal(got, want))
+                a1, b1 = median_ms(lambda: plain(*inputs), device), median_ms(lambda: new(*inputs), device)
+                b2, a2 = median_ms(lambda: new(*inputs), device), median_ms(lambda: plain(*inputs), device)
+                if None not in (a1, a2, b1, b2):
+                    row.update(plain_ms=min(a1, a2), ms=min(b1, b2), plain_spread=abs(a1 - a2) / min(a1, a2))
+                    row["speedup"] = row["plain_ms"] / row["ms"]
+                    shown = (f"{row['ms']:.4f} ms vs plain {row['plain_ms']:.4f} ({row['speedup']:.3f}x, plain "
+                             f"spread {100 * row['plain_spread']:.1f}%), identical {row['identical']}")
+                else:
+                    shown = f"identical {row['identical']} (not timed)"
+            except Exception as exc:  # one pass's failure is a row
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                shown = row["error"]
+                traceback.print_exc(limit=3)
+            print(f"{problem.stem} c{best['config']} ptx {'+'.join(passes)}: {shown}", flush=True)
+            out.append(row)
+    return out
+
+
 def search_choice(db: Path, name: str) -> dict | None:
     """The latest verified winner's configuration indices (its ``template_choice``) and how many candidates its
     search timed, from a bench's run database; None when the problem has no verified winner there."""
@@ -229,6 +283,8 @@ def main() -> int:
                         help="a bench's run database: compare each problem's verified search winner with the sweep")
     parser.add_argument("--backend", choices=("triton", "cuda", "all"), default="all",
                         help="the back ends' configurations to sweep (cuda: the CUDA C++ ones alone)")
+    parser.add_argument("--ptx-rewrites", action="store_true",
+                        help="also time the fastest Triton configuration with each PTX rewrite pass set beside it")
     parser.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
                         help="sweep these values over the groups' configurations (a wider space than the family's)")
     args = parser.parse_args()
@@ -242,6 +298,8 @@ def main() -> int:
         try:
             rows = sweep(problem, args.out, args.configs, args.arch, args.device, grid, args.backend)
             results += rows
+            if args.ptx_rewrites:
+                results += ptx_rewrites(problem, rows, args.out, args.device)
             chosen = search_choice(args.db, problem.stem) if args.db else None
             if chosen is not None:
                 winner = args.out / f"{problem.stem}_winner.py"
