@@ -11,11 +11,11 @@ before it is offered: what Triton (or nvcc) wrote, with one change a kernel engi
 ==================  ==============================================================================================
 
 Each pass only adds a qualifier where the instruction has none of its kind (a Triton ``eviction_policy`` hint, an
-``.nc`` load or a ``.cg`` store stays as written); predicated instructions and vector widths are kept. A rewrite
-is a candidate like any other: :func:`rewrite_ptx` says what changed, ``kernelwright inspect A.ptx --diff B.ptx``
-shows the SASS difference, and only the verifier's timing says whether it helps (run it through
-``triton.compile`` of the PTX file, which Triton supports for ``.ptx`` sources, with the original's ``num_warps``
-and shared memory). Passes that change semantics (``.nc`` loads of data a kernel also writes) are not offered.
+``.nc`` load, a cache operator or a ``.cg`` store stays as written); predicated instructions and vector widths are
+kept. A rewrite is a candidate like any other: :func:`rewrite_ptx` says what changed, ``kernelwright inspect
+A.ptx --diff B.ptx`` shows the SASS difference, a candidate file carries passes through Triton's compile hook
+(generate/ptx_variant.py) and the search times them beside the plain kernel (search/rewrites.py): only timing says
+whether one helps. Passes that change semantics (``.nc`` loads of data a kernel also writes) are not offered.
 """
 
 from __future__ import annotations
