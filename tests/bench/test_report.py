@@ -108,3 +108,25 @@ def test_eager_at_pytorch_defaults_is_shown_beside_ieee_eager(tmp_path: Path) ->
         BenchOutcome(rows=[finite_json(plain)], machine=MACHINE,
                      settings=BenchSettings(out_dir=tmp_path / "p", device="cuda")),
         tmp_path / "p", formats=("json",))["json"].read_text()))
+
+
+def test_ptx_rewrites_are_summarised_per_pass_over_the_rows(tmp_path: Path) -> None:
+    """Issue 30 item 2: per pass set, the rows where the search kept the rewrite and by how much, and the rows where
+    it was timed and not kept; a winner with rewritten PTX says so in its back end cell."""
+    from kernelwright.bench.report import markdown
+
+    table = _outcome(tmp_path).rows
+    table[0]["ptx_rewrites"] = [{"passes": ["no-allocate-loads"], "speedup": 1.034, "kept": True},
+                                {"passes": ["streaming-stores"], "speedup": 0.998, "kept": False}]
+    table[0]["backends"] = ["triton", "ptx no-allocate-loads"]
+    table[1]["ptx_rewrites"] = [{"passes": ["no-allocate-loads"], "speedup": 1.004, "kept": False},
+                                {"passes": ["streaming-stores"], "speedup": None, "kept": False}]
+    doc = json.loads(write_outputs(BenchOutcome(rows=table, machine=MACHINE, settings=BenchSettings(
+        out_dir=tmp_path, device="cuda")), tmp_path, formats=("json",))["json"].read_text())
+    md = markdown(doc)
+    first, second = table[0]["name"], table[1]["name"]
+    assert f"| no-allocate-loads | 2 | 1 | {first} 1.034x | {second} 1.004x |" in md
+    assert f"| streaming-stores | 2 | 0 | - | {first} 0.998x, {second} (not timed) |" in md
+    assert "| triton, ptx no-allocate-loads |" in md
+    assert "PTX rewrites of each row" not in markdown({**doc, "problems": [
+        {k: v for k, v in r.items() if k != "ptx_rewrites"} for r in doc["problems"]]})

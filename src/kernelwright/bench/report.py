@@ -110,7 +110,29 @@ def markdown(doc: Mapping[str, Any]) -> str:
         lines += [f"| {r['name']} | {_f(r['ms']['candidate'], '.4f')} | {_f(r['ms']['eager'], '.4f')} | "
                   f"{_f(r['ms'][EAGER_DEFAULTS], '.4f')} | {_f(r['speedup']['eager'], '.2f')}x | "
                   f"{_f(r['speedup'].get(EAGER_DEFAULTS), '.2f')}x |" for r in defaults]
+    lines += _rewrite_summary(doc["problems"])
     return "\n".join(lines) + "\n"
+
+
+def _rewrite_summary(problems: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per PTX rewrite pass set (search/rewrites.py): the rows where it was kept and by how much, and the rows where
+    it was timed and not kept — each against its row's plain leader, timed in the same batch."""
+    by_passes: dict[str, list[tuple[str, float | None, bool]]] = {}
+    for r in problems:
+        for t in r.get("ptx_rewrites") or ():
+            by_passes.setdefault(" + ".join(t["passes"]), []).append((r["name"], t.get("speedup"), bool(t["kept"])))
+    if not by_passes:
+        return []
+    lines = ["", "PTX rewrites of each row's tuned Triton leader, timed beside it (speedup over the plain kernel; "
+             "kept where at least 1% faster, then verified):", "",
+             "| passes | rows timed | kept on | speedup where kept | not kept on (speedup) |", "|---|---|---|---|---|"]
+    for passes, trials in by_passes.items():
+        won = [(n, x) for n, x, kept in trials if kept]
+        lost = [(n, x) for n, x, kept in trials if not kept]
+        gain = ", ".join(f"{n} {x:.3f}x" for n, x in won if x) or "-"
+        rest = ", ".join(f"{n} {x:.3f}x" if x else f"{n} (not timed)" for n, x in lost[:8]) + (", …" if len(lost) > 8 else "")
+        lines.append(f"| {passes} | {len(trials)} | {len(won)} | {gain} | {rest or '-'} |")
+    return lines
 
 
 # -- plots ---------------------------------------------------------------------------------------------------------

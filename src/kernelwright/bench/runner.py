@@ -324,6 +324,9 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
     row = rows.row_from_verdict(best.verdict, **base, families=families, uncovered=uncovered, wall_s=wall,
                                 best_py=str(out / "best.py"), report_md=str(out / "report.md"))
     row["backends"] = sorted({config_backend(c) for c in best.candidate.configs})  # the winner's: triton, cuda
+    if best.candidate.ptx_passes:  # the winner's Triton kernels run with their PTX rewritten
+        row["backends"] = [*row["backends"], "ptx " + "+".join(best.candidate.ptx_passes)]
+    row["ptx_rewrites"] = [{"passes": list(t.passes), "speedup": t.ratio, "kept": t.kept} for t in result.rewrites]
     if result.interrupted:
         row["status"] = rows.INTERRUPTED
     return row, _measured_baselines(best.verdict, task)
