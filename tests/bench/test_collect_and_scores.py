@@ -9,8 +9,8 @@ import pytest
 
 from kernelwright.bench import rows, scores
 from kernelwright.bench.collect import collect_problems, match_solutions
-from kernelwright.errors import InputError
 from kernelwright.deadline import NO_DEADLINE, Deadline
+from kernelwright.errors import InputError
 
 PROBLEM = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n" \
           "def get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n"
