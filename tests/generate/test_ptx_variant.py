@@ -42,8 +42,12 @@ def variant(tmp_path: Path) -> Path:
 
 
 @needs_ptxas
-def test_the_rewrite_reaches_the_compiled_kernel_and_only_its_own(variant: Path) -> None:
+def test_the_rewrite_reaches_the_compiled_kernel_and_only_its_own(variant: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelwright.inspect.triton_compile import compile_for_arch
+
+    cache = tmp_path / "triton-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
 
     rewritten, plain = _load(variant, "kw_ptx_variant"), _load(EXAMPLE, "kw_ptx_plain")
     x, y = torch.empty(64, 1024), torch.empty(64, 1024)
@@ -56,6 +60,13 @@ def test_the_rewrite_reaches_the_compiled_kernel_and_only_its_own(variant: Path)
     assert new.cubin != old.cubin
     # Compiled again after the rewritten one, the plain kernel is still plain (the hook is the launch's only).
     assert compile_for_arch(plain._softmax_one_pass_kernel, args, kwargs, "sm_90a").ptx == old.ptx
+    # The rewrite's compiles go to a Triton cache of its own (Triton 3.6 keeps the hook out of its cache key, and
+    # the two kernels share a source): the plain cache holds no rewritten PTX, the rewrite's no plain one.
+    own = list((cache / "kernelwright-ptx").glob("*/*/*.ptx"))
+    plain_ptx = [p for p in cache.glob("*/*.ptx")]
+    assert own and plain_ptx
+    assert all("no_allocate" in p.read_text() for p in own)
+    assert not any("no_allocate" in p.read_text() for p in plain_ptx)
 
 
 def test_the_rewritten_file_computes_the_same_and_says_what_it_does(variant: Path) -> None:

@@ -33,6 +33,8 @@ _BLOCK = '''
 {mark}: {names} (kernelwright.inspect.ptx_rewrite) -----------------------------------------------
 # The kernels above are compiled by Triton as usual; before ptxas assembles each one's PTX, these passes add their
 # qualifier where an instruction has none of its kind. A kernel launch installs the hook for its own compile only.
+import contextlib  # noqa: E402
+import os  # noqa: E402
 import re  # noqa: E402
 
 from triton import knobs as _triton_knobs  # noqa: E402
@@ -60,17 +62,49 @@ def _ptx_stages(backend=None, stages=None, options=None, language=None, capabili
     stages["ptx"] = ptx
 
 
+_NOT_SET = object()
+
+
+def _ptx_enter():
+    """Install the hook, and a Triton cache of this rewrite's own: Triton before 3.5 leaves the hook out of its
+    cache key, so there the plain and the rewritten kernel (the same source) would be served each other's cubin."""
+    runtime, cache = _triton_knobs.runtime, _triton_knobs.cache
+    saved = runtime.add_stages_inspection_hook, cache.__dict__.get("dir", _NOT_SET)
+    base = cache.dir
+    runtime.add_stages_inspection_hook = _ptx_stages
+    cache.__dict__["dir"] = os.path.join(base, "kernelwright-ptx", "{digest}")
+    return saved
+
+
+def _ptx_exit(saved):
+    _triton_knobs.runtime.add_stages_inspection_hook = saved[0]
+    if saved[1] is _NOT_SET:
+        _triton_knobs.cache.__dict__.pop("dir", None)
+    else:
+        _triton_knobs.cache.__dict__["dir"] = saved[1]
+
+
+@contextlib.contextmanager
+def _ptx_scope():
+    """The hook and the cache for a compile outside a launch (kernelwright inspect, the instruction evidence)."""
+    saved = _ptx_enter()
+    try:
+        yield
+    finally:
+        _ptx_exit(saved)
+
+
 def _launch_rewritten(kernel):
     def run(*args, **kwargs):
-        before = _triton_knobs.runtime.add_stages_inspection_hook
-        _triton_knobs.runtime.add_stages_inspection_hook = _ptx_stages
+        saved = _ptx_enter()
         try:
             return type(kernel).run(kernel, *args, **kwargs)
         finally:
-            _triton_knobs.runtime.add_stages_inspection_hook = before
+            _ptx_exit(saved)
 
     kernel.run = run
-    kernel.kernelwright_ptx_stages = _ptx_stages
+    kernel.kernelwright_ptx_scope = _ptx_scope
+    kernel.kernelwright_ptx_key = _PTX_KEY
 
 
 if not hasattr(_triton_knobs.runtime, "add_stages_inspection_hook"):

@@ -327,8 +327,10 @@ def compile_for_arch(jit_fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
     kernel, args, launch_kwargs = resolve_launch(jit_fn, tuple(args), kwargs)
     for key in _LAUNCH_ONLY_KWARGS:
         launch_kwargs.pop(key, None)
-    # A candidate that rewrites its PTX (generate/ptx_variant.py) compiles with its stages hook, as its launches do.
-    stages_hook = getattr(kernel, "kernelwright_ptx_stages", None) or getattr(jit_fn, "kernelwright_ptx_stages", None)
+    # A candidate that rewrites its PTX (generate/ptx_variant.py) compiles in its scope (Triton's stages hook and
+    # the rewrite's own cache), as its launches do.
+    ptx_scope = getattr(kernel, "kernelwright_ptx_scope", None) or getattr(jit_fn, "kernelwright_ptx_scope", None)
+    ptx_key = getattr(kernel, "kernelwright_ptx_key", None) or getattr(jit_fn, "kernelwright_ptx_key", None)
     jit = as_jit_function(kernel)
     target, backend, binder = _binder(jit, capability)
     bound_args, specialization, options = binder(*args, **launch_kwargs)
@@ -336,7 +338,7 @@ def compile_for_arch(jit_fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
     cache_key = (
         id(jit), capability, str(specialization),
         tuple(sorted((k, repr(v)) for k, v in launch_kwargs.items() if k not in sig_names)),
-        stages_hook() if stages_hook is not None else None,
+        ptx_key,
     )
     cached = _ARTIFACTS.get(cache_key)
     if cached is not None and cached[0] is jit:
@@ -345,13 +347,13 @@ def compile_for_arch(jit_fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
                                                            options)
     source = triton.compiler.ASTSource(jit, signature, constexprs, attrs)
     started = time.perf_counter()
-    compiled, printed = _compile(triton, source, target, options, fresh=False, stages_hook=stages_hook)
+    compiled, printed = _compile(triton, source, target, options, fresh=False, ptx_scope=ptx_scope)
     cubin: bytes = compiled.asm["cubin"]
     ptxas_log = _cached_log(cubin) if "ptxas" not in printed else None
     if "ptxas" not in printed and ptxas_log is None:
         # Triton's cache served the cubin, so no ptxas ran: compile once more, bypassing that cache, for the log of
         # exactly this cubin (re-running ptxas with guessed flags can disagree, e.g. on spills)
-        compiled, printed = _compile(triton, source, target, options, fresh=True, stages_hook=stages_hook)
+        compiled, printed = _compile(triton, source, target, options, fresh=True, ptx_scope=ptx_scope)
         cubin = compiled.asm["cubin"]
     elapsed = time.perf_counter() - started
     ptx: str = compiled.asm["ptx"]
@@ -396,20 +398,19 @@ def _ptx_target(ptx: str) -> str | None:
 
 
 def _compile(triton: Any, source: Any, target: Any, options: Any, *, fresh: bool,
-             stages_hook: Any = None) -> tuple[Any, str]:
+             ptx_scope: Any = None) -> tuple[Any, str]:
     """``triton.compile`` with ptxas's log printed (and captured) if ptxas runs; ``fresh`` bypasses Triton's cache;
-    ``stages_hook``: Triton's add_stages_inspection_hook for this compile (a PTX-rewriting candidate's)."""
+    ``ptx_scope``: a PTX-rewriting candidate's compile scope (generate/ptx_variant.py)."""
     captured = io.StringIO()
-    with pristine_language(), _triton_knobs(fresh=fresh, stages_hook=stages_hook), \
-            contextlib.redirect_stdout(captured):
+    with pristine_language(), _triton_knobs(fresh=fresh), contextlib.redirect_stdout(captured), \
+            (ptx_scope() if ptx_scope is not None else contextlib.nullcontext()):
         compiled = triton.compile(source, target=target, options=options.__dict__)
     return compiled, captured.getvalue()
 
 
 @contextlib.contextmanager
-def _triton_knobs(*, fresh: bool, stages_hook: Any = None) -> Iterator[None]:
-    """Have Triton print ptxas's ``-v`` log on a compile; with ``fresh``, compile even if its cache has the kernel;
-    with ``stages_hook``, compile through it."""
+def _triton_knobs(*, fresh: bool) -> Iterator[None]:
+    """Have Triton print ptxas's ``-v`` log on a compile; with ``fresh``, compile even if its cache has the kernel."""
     try:
         from triton import knobs
     except ImportError:  # pragma: no cover - very old triton
@@ -424,10 +425,6 @@ def _triton_knobs(*, fresh: bool, stages_hook: Any = None) -> Iterator[None]:
         if fresh and compilation is not None and hasattr(compilation, "always_compile"):
             stack.enter_context(compilation.scope())
             compilation.always_compile = True
-        runtime = getattr(knobs, "runtime", None)
-        if stages_hook is not None and runtime is not None:
-            stack.enter_context(runtime.scope())
-            runtime.add_stages_inspection_hook = stages_hook
         yield
 
 
