@@ -30,6 +30,7 @@ MARKS = {
     "cuda_cpp": "load_inline",
     "channels_last": "channels_last",
     "atomic": "tl.atomic_",
+    "ptx_rewrite": "add_stages_inspection_hook",  # its kernels' PTX rewritten (generate/ptx_variant.py)
 }
 
 FAMILIES = ("gemm", "conv", "attention", "reduction", "scan", "pool", "batchnorm", "pointwise", "recurrent")
