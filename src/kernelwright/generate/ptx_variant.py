@@ -66,8 +66,8 @@ _NOT_SET = object()
 
 
 def _ptx_enter():
-    """Install the hook, and a Triton cache of this rewrite's own: Triton before 3.5 leaves the hook out of its
-    cache key, so there the plain and the rewritten kernel (the same source) would be served each other's cubin."""
+    """Install the hook, and a Triton cache of this rewrite's own: Triton 3.6 leaves the hook out of its cache key,
+    so there the plain and the rewritten kernel (the same source) would be served each other's cubin."""
     runtime, cache = _triton_knobs.runtime, _triton_knobs.cache
     saved = runtime.add_stages_inspection_hook, cache.__dict__.get("dir", _NOT_SET)
     base = cache.dir
