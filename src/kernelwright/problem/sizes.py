@@ -378,6 +378,12 @@ def problem_flops(problem: ProblemFile, overrides: Mapping[str, int] | None = No
     return problem_work(problem, overrides).flops
 
 
+# reduced_sizes' answers in this process, by the problem file's path and content and the budget: a search or a test
+# session verifies one problem many times, and each answer costs an import of the file and runs of its reference
+# (1-2 s for a small problem on the CPU).
+_REDUCED: dict[tuple, dict[str, int]] = {}
+
+
 def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, constructor: bool = False,
                   max_flops: int = MAX_FLOPS, max_conv_steps: int = MAX_CONV_STEPS) -> dict[str, int]:
     """Overrides for the problem's input-only size constants that bring its inputs and outputs to at most
@@ -385,7 +391,16 @@ def reduced_sizes(problem: ProblemFile, *, max_elements: int = 1 << 18, construc
     allow) and keep the reference runnable and finite; {} if it is small already or nothing can shrink. With
     ``constructor``, sizes that the constructor sees may shrink too, and the budget counts the weights as well as the
     inputs: only for a candidate shown to be the same at those sizes (the caller's check,
-    :func:`kernelwright.search.evaluate.same_candidate_at`)."""
+    :func:`kernelwright.search.evaluate.same_candidate_at`). Answers are kept for the process (by the file's path
+    and SHA-256 and the budget)."""
+    key = (str(problem.path), problem.sha256, max_elements, constructor, max_flops, max_conv_steps)
+    if key not in _REDUCED:
+        _REDUCED[key] = _reduced_sizes(problem, max_elements, constructor, max_flops, max_conv_steps)
+    return dict(_REDUCED[key])
+
+
+def _reduced_sizes(problem: ProblemFile, max_elements: int, constructor: bool, max_flops: int,
+                   max_conv_steps: int) -> dict[str, int]:
     import torch
 
     module = import_from_path(problem.path, "kernelwright_sized_problem")
