@@ -215,6 +215,10 @@ def test_ptx_rewrites_are_timed_beside_the_leader_and_kept_only_where_faster(
         assert "1.111x | yes |" in report
     else:
         assert best.candidate.index == 2 and stub.verified == [2]  # no rewrite reached the verifier
+    off = ByLabel(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=1.0)
+    result = optimize(problem, out_dir=tmp_path / "off", device="cpu", budget_s=3600.0, evaluator=off,
+                      verify_allowance_s=100.0, ptx_rewrites=False)  # --no-ptx-rewrites
+    assert result.rewrites == () and not any(label.startswith("ptx") for call in off.calls for label in call)
 
 
 def test_groups_are_tuned_heaviest_first(tmp_path: Path) -> None:

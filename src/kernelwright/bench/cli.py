@@ -134,6 +134,7 @@ def _run(args: argparse.Namespace) -> int:
                              baselines=args.baselines, jobs=jobs, executor=args.executor, gpus=gpus,
                              ray_address=args.ray_address, sanitize=args.sanitize, resume=args.resume,
                              backend=args.backend, use_model=args.use_model,
+                             ptx_rewrites=args.ptx_rewrites,
                              db_path=args.db,
                              solutions=args.solutions is not None,
                              llm={"strategy": args.strategy, "samples": args.samples, "model": args.model,

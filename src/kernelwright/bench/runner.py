@@ -61,6 +61,7 @@ class BenchSettings:
     sanitize: tuple[str, ...] | None = None  # compute-sanitizer tools (VerifyOptions.sanitize; None: its default)
     backend: str | None = None  # template back ends (--backend; None: the backend setting)
     use_model: bool = True  # the cost model orders the search's configurations (--no-model: the templates' order)
+    ptx_rewrites: bool = True  # the search times its leaders' PTX rewrites (--no-ptx-rewrites: not)
 
     def key_fields(self) -> dict[str, Any]:
         """What, besides the problem, the solution and the machine, decides a row."""
@@ -69,7 +70,8 @@ class BenchSettings:
                 "arch": self.arch, **self.policy.to_json(), "baselines": list(self.baselines),
                 **({"sanitize": list(self.sanitize)} if self.sanitize is not None else {}),
                 **({"backend": self.backend} if self.backend is not None else {}),
-                **({"cost_model": False} if not self.use_model else {})}
+                **({"cost_model": False} if not self.use_model else {}),
+                **({"ptx_rewrites": False} if not self.ptx_rewrites else {})}
 
 
 @dataclass(frozen=True)
@@ -308,7 +310,8 @@ def _optimize(task: Task, started: float) -> tuple[dict[str, Any], dict[str, Any
         problem=problem.path, out_dir=out, deadline=Deadline(started + settings.budget_per_problem_s),
         device=settings.device, arch=target_arch(settings.device, settings.arch), policy=policy,
         evaluator=evaluator, progress=Progress(stream=io.StringIO()), db_path=settings.db_path,
-        verify_allowance_s=settings.verify_limit_s, backend=settings.backend, use_model=settings.use_model))
+        verify_allowance_s=settings.verify_limit_s, backend=settings.backend, use_model=settings.use_model,
+        ptx_rewrites=settings.ptx_rewrites))
     families = [g.family for g in result.plan.groups]
     uncovered = result.plan.describe()[-1] if result.plan.uncovered else ""
     base = {"name": problem.name, "path": str(problem.path), "mode": "optimize"}

@@ -71,6 +71,9 @@ def add_target_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-model", dest="use_model", action="store_false",
                    help="time configurations in the templates' order, not the cost model's (kernelwright model "
                         "train; without a trained model the order is the templates' anyway)")
+    p.add_argument("--no-ptx-rewrites", dest="ptx_rewrites", action="store_false",
+                   help="do not time the tuned Triton leader with its PTX rewritten by the cache-hint passes "
+                        "(the ptx_rewrites setting turns them off everywhere)")
     p.add_argument("--backend", choices=("triton", "cuda", "all"), default=None,
                    help="template back ends to search: triton, cuda (CUDA C++ with inline PTX: wgmma/TMA on sm_90a, "
                         "mma.sync/cp.async on sm_80, where a family has it) or all (default: the backend setting, all)")
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     forward = deadline.share(FORWARD_SHARE) if args.backward else deadline
     request = SearchRequest(problem=Path(args.problem), out_dir=out, deadline=forward, generator=args.generator,
                             device=args.device, arch=args.arch, policy=policy, backend=args.backend,
-                            use_model=args.use_model, db_path=args.db,
+                            use_model=args.use_model, ptx_rewrites=args.ptx_rewrites, db_path=args.db,
                             llm=LLMOptions(strategy=args.strategy, samples=args.samples, model=args.model,
                                            base_url=args.base_url, resume=args.resume,
                                            max_candidates=args.max_candidates, max_tokens=args.max_tokens,

@@ -187,7 +187,8 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
              arch: str | None = None, policy: Policy = DEFAULT_POLICY, evaluator: Evaluator | None = None,
              progress: Progress | None = None, families: Iterable[Family] | None = None,
              db_path: Path | None = None, verify_allowance_s: float = 0.0,
-             backend: str | None = None, use_model: bool = True, deadline: Deadline | None = None) -> OptimizeResult:
+             backend: str | None = None, use_model: bool = True, deadline: Deadline | None = None,
+             ptx_rewrites: bool = True) -> OptimizeResult:
     """Search the template space for ``problem`` (``backend``: the back ends tried, as ``--backend``); write the
     results to ``out_dir`` and the run database (``db_path``, default ``config.cache_dir / "runs.sqlite"``).
     The budget — ``deadline`` (a caller's, such as the command's whole ``--budget``), else ``budget_s`` from now —
@@ -224,7 +225,7 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
             ranker = search_ranker(arch, enabled=use_model)
         result = _search(the_plan, builder, evaluator, progress, record, started=started, deadline=deadline,
                          out=out, arch=arch, device=device, policy=policy, verify_allowance_s=verify_allowance_s,
-                         ranker=ranker)
+                         ranker=ranker, ptx_rewrites=ptx_rewrites)
     except BaseException as exc:
         record.fail(exc)
         raise
@@ -234,7 +235,8 @@ def optimize(problem: str | Path, *, out_dir: str | Path, budget_s: float = 180.
 
 def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, progress: Progress,
             record: _RunRecord, *, started: float, deadline: Deadline, out: Path, arch: str, device: str,
-            policy: Policy, verify_allowance_s: float = 0.0, ranker: Any = None) -> OptimizeResult:
+            policy: Policy, verify_allowance_s: float = 0.0, ranker: Any = None,
+            ptx_rewrites: bool = True) -> OptimizeResult:
     """Tune (on a GPU), verify the finalists fastest first, write the outputs; Ctrl-C still writes the best so far."""
     outcomes: dict[int, Outcome] = {}
     trials: tuple[RewriteTrial, ...] = ()
@@ -253,7 +255,7 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
         if evaluator.timed:
             from kernelwright.search import rewrites as ptx
 
-            stage = ptx.available(evaluator)
+            stage = ptx_rewrites and ptx.available(evaluator)
             # With the PTX rewrite stage on, the coordinate descent leaves it the rest of the tuning time.
             default = _tune(builder, evaluator, tuning.share(ptx.TUNING_SHARE) if stage else tuning, progress,
                             outcomes, record, ranker)

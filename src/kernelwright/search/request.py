@@ -46,6 +46,7 @@ class SearchRequest:
     policy: Policy = DEFAULT_POLICY
     backend: str | None = None  # the template back ends (--backend; None: config.backend)
     use_model: bool = True  # the cost model orders what a GPU times, template mutations too (--no-model: not)
+    ptx_rewrites: bool = True  # the template search times its leader's PTX rewrites (--no-ptx-rewrites: not)
     verify_allowance_s: float = 0.0  # how long a finalist's verify may run past the deadline (a bench's rows)
     db_path: Path | None = None  # the run database (None: the cache's runs.sqlite)
     llm: LLMOptions = field(default_factory=LLMOptions)
@@ -68,7 +69,7 @@ def run(request: SearchRequest) -> Any:
                         arch=request.arch, policy=request.policy, evaluator=request.evaluator,
                         progress=request.progress, db_path=request.db_path,
                         verify_allowance_s=request.verify_allowance_s, backend=request.backend,
-                        use_model=request.use_model)
+                        use_model=request.use_model, ptx_rewrites=request.ptx_rewrites)
     from kernelwright.search.llm_search import optimize_with_llm
 
     o = request.llm
