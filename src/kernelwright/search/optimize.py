@@ -240,6 +240,7 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
     """Tune (on a GPU), verify the finalists fastest first, write the outputs; Ctrl-C still writes the best so far."""
     outcomes: dict[int, Outcome] = {}
     trials: tuple[RewriteTrial, ...] = ()
+    dropped: set[int] = set()  # PTX rewrites timed and not kept: never finalists, never the best
     interrupted = False
     # The budget is a promise, verification included: tuning stops early enough for a verify, and every verify is
     # cut at the budget's end (a cut verify is a timeout verdict that names the budget).
@@ -298,7 +299,7 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
         interrupted = True
         progress.note = "(interrupted: writing the best so far)"
     progress.done()
-    best = _best(outcomes.values())
+    best = _best(o for o in outcomes.values() if o.candidate.index not in dropped)
     result = OptimizeResult(problem=the_plan.graph.problem.path, out_dir=out, plan=the_plan,
                             outcomes=tuple(outcomes[i] for i in sorted(outcomes)), best=best,
                             timed=evaluator.timed, interrupted=interrupted, elapsed_s=time.monotonic() - started,
