@@ -6,7 +6,7 @@ import csv
 import json
 import textwrap
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -215,6 +215,16 @@ def test_ptx_rewrites_are_timed_beside_the_leader_and_kept_only_where_faster(
         assert "1.111x | yes |" in report
     else:
         assert best.candidate.index == 2 and stub.verified == [2]  # no rewrite reached the verifier
+    if not faster:  # no finalist passes: the fastest timed candidate is written, never a rewrite not kept
+        class Failing(ByLabel):
+            def verify(self, candidate, *, compile_baseline, deadline=None):
+                return replace(super().verify(candidate, compile_baseline=compile_baseline, deadline=deadline),
+                               status=Status.INCORRECT, message="stub failure")
+
+        failing = Failing(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=1.0)
+        result = optimize(problem, out_dir=tmp_path / "failing", device="cpu", budget_s=3600.0, evaluator=failing,
+                          verify_allowance_s=100.0)
+        assert result.best is not None and not result.best.candidate.ptx_passes
     off = ByLabel(times={0: 2.0, 1: 1.5, 2: 0.5}, clock=clock, step_s=1.0)
     result = optimize(problem, out_dir=tmp_path / "off", device="cpu", budget_s=3600.0, evaluator=off,
                       verify_allowance_s=100.0, ptx_rewrites=False)  # --no-ptx-rewrites
