@@ -54,11 +54,6 @@ def sweep_rows(rows: list[dict], path: Path, arch: str) -> list:
     return out
 
 
-def first_near(ms_in_order: list[float], near: float) -> int:
-    best = min(ms_in_order)
-    return next(i for i, ms in enumerate(ms_in_order, 1) if ms <= near * best)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweeps", nargs="+", type=Path)
@@ -68,7 +63,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from kernelwright.costmodel.data import load
-    from kernelwright.costmodel.model import NEAR, _order_metrics, _random_expectation, kendall_tau, train
+    from kernelwright.costmodel.model import _order_metrics, _random_expectation, kendall_tau, train
 
     data = load(args.db)
     by_problem: dict[str, list[dict]] = {}
@@ -93,9 +88,12 @@ def main() -> int:
         ms = [r.median_ms for r in test]
         by_model = [m for _, m in sorted(zip(scores, ms), key=lambda p: -p[0])]
         by_search = [r.median_ms for r in sorted(test, key=lambda r: r.order)]
-        n_model, n_search = first_near(by_model, NEAR), first_near(by_search, NEAR)
+        model_metrics = _order_metrics(by_model)
+        # measured_to_5pct is a share of the run: times its size, the measurements themselves
+        n_model = round(model_metrics["measured_to_5pct"] * len(ms))
+        n_search = round(_order_metrics(by_search)["measured_to_5pct"] * len(ms))
         n_random = _random_expectation(ms)["measured_to_5pct"] * len(ms)
-        top5 = _order_metrics(by_model)["top5"]
+        top5 = model_metrics["top5"]
         totals["model"] += n_model
         totals["search"] += n_search
         totals["random"] += n_random

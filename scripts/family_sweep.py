@@ -53,6 +53,13 @@ def _reference(problem: Path, device: str, name: str):
     return reference, model, inputs
 
 
+def _built(path: Path, name: str, reference, model, device: str):
+    """A candidate file's ModelNew on ``device`` with the problem's Model's weights (what every timing here runs)."""
+    new = _load(path, name).ModelNew(*reference.get_init_inputs()).to(device)
+    new.load_state_dict(model.state_dict())
+    return new
+
+
 def median_ms(fn, device: str) -> float | None:
     """do_bench's median with a longer warm-up than its 25 ms (run 43 read the very same min_dim0 file at 0.1075
     ms, its first configuration after seconds of compiling on an idle GPU, and 0.0551 at the end); None without a
@@ -135,9 +142,7 @@ def sweep(problem: Path, out_dir: Path, limit: int, arch: str, device: str,
         try:
             path = out_dir / f"{problem.stem}_c{index}.py"
             path.write_text(emit(the_plan, families, configs, title=f"sweep of {problem.name}"))
-            candidate = _load(path, f"cand_{problem.stem}_{index}")
-            new = candidate.ModelNew(*reference.get_init_inputs()).to(device)
-            new.load_state_dict(model.state_dict())
+            new = _built(path, f"cand_{problem.stem}_{index}", reference, model, device)
             with torch.no_grad():
                 got = new(*inputs)
                 got = got[0] if isinstance(got, (tuple, list)) else got
@@ -187,14 +192,9 @@ def ptx_rewrites(problem: Path, rows: list[dict], out_dir: Path, device: str) ->
     plain_path = out_dir / f"{problem.stem}_c{best['config']}.py"
     reference, model, inputs = _reference(problem, device, f"ref_{problem.stem}_ptx")
 
-    def built(path: Path, name: str):
-        new = _load(path, name).ModelNew(*reference.get_init_inputs()).to(device)
-        new.load_state_dict(model.state_dict())
-        return new
-
     out = []
     with torch.no_grad():
-        plain = built(plain_path, f"ptx_plain_{problem.stem}")
+        plain = _built(plain_path, f"ptx_plain_{problem.stem}", reference, model, device)
         want = plain(*inputs)
         want = want[0] if isinstance(want, (tuple, list)) else want
         for passes in PASS_SETS:
@@ -202,12 +202,19 @@ def ptx_rewrites(problem: Path, rows: list[dict], out_dir: Path, device: str) ->
             try:
                 path = out_dir / f"{problem.stem}_c{best['config']}_{'_'.join(passes)}.py"
                 path.write_text(with_ptx_rewrite(plain_path.read_text(), passes))
-                new = built(path, f"ptx_{problem.stem}_{'_'.join(passes)}".replace("-", "_"))
+                name = f"ptx_{problem.stem}_{'_'.join(passes)}".replace("-", "_")
+                new = _built(path, name, reference, model, device)
                 got = new(*inputs)
                 got = got[0] if isinstance(got, (tuple, list)) else got
                 row["identical"] = bool(torch.equal(got, want))
-                a1, b1 = median_ms(lambda: plain(*inputs), device), median_ms(lambda: new(*inputs), device)
-                b2, a2 = median_ms(lambda: new(*inputs), device), median_ms(lambda: plain(*inputs), device)
+                def run_plain(plain=plain):
+                    return plain(*inputs)
+
+                def run_new(new=new):
+                    return new(*inputs)
+
+                a1, b1 = median_ms(run_plain, device), median_ms(run_new, device)
+                b2, a2 = median_ms(run_new, device), median_ms(run_plain, device)
                 if None not in (a1, a2, b1, b2):
                     row.update(plain_ms=min(a1, a2), ms=min(b1, b2), plain_spread=abs(a1 - a2) / min(a1, a2))
                     row["speedup"] = row["plain_ms"] / row["ms"]
@@ -249,8 +256,7 @@ def time_file(problem: Path, path: Path, device: str) -> float | None:
     import torch
 
     reference, model, inputs = _reference(problem, device, f"ref_{problem.stem}_w")
-    new = _load(path, f"winner_{problem.stem}").ModelNew(*reference.get_init_inputs()).to(device)
-    new.load_state_dict(model.state_dict())
+    new = _built(path, f"winner_{problem.stem}", reference, model, device)
     with torch.no_grad():
         new(*inputs)
         times = [median_ms(lambda: new(*inputs), device) for _ in range(2)]

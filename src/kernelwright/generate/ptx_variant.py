@@ -2,15 +2,17 @@
 as the templates wrote it, plus a block that names the passes (inspect/ptx_rewrite.py) and applies them through
 Triton's supported extension point for its compile pipeline, ``triton.knobs.runtime.add_stages_inspection_hook``.
 
-How it runs. Each of the file's own ``@triton.jit`` kernels gets an instance-level ``run`` that installs the hook for
-the length of its own launch and puts back what was there, so the rewrite reaches exactly these kernels — never
-another candidate's kernels in the same tuning worker, nor a library's. The hook (a) adds the passes to the key
-Triton caches compiled kernels under, in memory and on disk, so a rewritten kernel is never served for the plain one
-or the other way round, and (b) wraps the ``ptx`` stage: Triton writes the PTX as usual, the passes rewrite it, and
-Triton's own ptxas step assembles what they wrote. The launch itself (grid, arguments, the class's ``run``, and so
-the verifier's launch recorder) is unchanged. ``kernelwright inspect`` and the verifier's instruction evidence
-compile the kernels with the same hook (``kernelwright_ptx_stages`` on the kernel), so the SASS they report is the
-rewritten one. The file stays a standalone KernelBench ``ModelNew`` file: the applier is
+How it runs. Each of the file's own ``@triton.jit`` kernels gets an instance-level ``run`` that, for the length of
+its own launch, installs the hook and points Triton's disk cache at a folder of the rewrite's own
+(``<cache>/kernelwright-ptx/<digest>``), then puts back what was there: the rewrite reaches exactly these kernels —
+never another candidate's kernels in the same tuning worker, nor a library's. The hook wraps the ``ptx`` stage:
+Triton writes the PTX as usual, the passes rewrite it, and Triton's own ptxas step assembles what they wrote. The
+cache of its own matters because Triton 3.6 (the GPU machine's) leaves the hook out of its cache key, and the plain
+and the rewritten kernel share a source: they would be served each other's cubin (newer Tritons key on the hook
+too; in memory, each file's kernels are objects of their own). The launch itself (grid, arguments, the class's
+``run``, and so the verifier's launch recorder) is unchanged. ``kernelwright inspect`` and the verifier's
+instruction evidence compile the kernels in the same scope (``kernelwright_ptx_scope`` on the kernel), so the SASS
+they report is the rewritten one. The file stays a standalone KernelBench ``ModelNew`` file: the applier is
 :func:`~kernelwright.inspect.ptx_rewrite.rewrite_lines`'s own source, copied in.
 
 Under Triton's interpreter there is no PTX: the kernels run as written (the passes change cache hints, never what

@@ -31,6 +31,7 @@ from kernelwright.errors import InputError
 from kernelwright.generate.families.base import DEFAULT_POLICY, Family, Policy
 from kernelwright.generate.plan import Plan, node_work
 from kernelwright.hardware.local import target_arch
+from kernelwright.search import rewrites as ptx
 from kernelwright.search.candidates import CandidateBuilder, template_builder
 from kernelwright.search.evaluate import evaluator_for
 from kernelwright.search.outputs import write_outputs
@@ -254,8 +255,6 @@ def _search(the_plan: Plan, builder: CandidateBuilder, evaluator: Evaluator, pro
     tuning = Deadline(max(tuning_end, started + 0.25 * budget_s))
     try:
         if evaluator.timed:
-            from kernelwright.search import rewrites as ptx
-
             stage = ptx_rewrites and ptx.available(evaluator)
             # With the PTX rewrite stage on, the coordinate descent leaves it the rest of the tuning time.
             default = _tune(builder, evaluator, tuning.share(ptx.TUNING_SHARE) if stage else tuning, progress,
