@@ -224,6 +224,9 @@ KNOBS: dict[str, Setting] = _table(
             "memory for references reused by the verifies of one run (same problem content, seed, trials, sizes, "
             "device); <0: a quarter of this machine's memory (a full-size level-1 reference can hold 11 GB); "
             "0 turns the reuse off"),
+    Setting("job_box", choice("auto", "namespace", "subreaper", "none"), "auto",
+            "how each isolated job is closed in: its own PID and mount namespaces (auto: where the kernel allows, "
+            "else subreaper), a child subreaper only, or none (every process a job starts must end with it)"),
     Setting("cpu_max_elements", integer(1), 1 << 18,
             "without a GPU, problems whose inputs hold more elements are checked at reduced sizes"),
     Setting("child_memory_gb", number(), 0.0,

@@ -123,7 +123,7 @@ def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut(run) -
     [
         ("softmax_segfault.py", Status.CRASHED, None, "segmentation fault"),
         ("softmax_os_exit.py", Status.CRASHED, None, "before finishing"),
-        ("softmax_forged_report.py", Status.CRASHED, None, "without reporting trial"),
+        ("softmax_forged_report.py", Status.REJECTED, "protocol-violation", "out of the harness's sequence"),
         ("softmax_sys_exit.py", Status.RUNTIME_ERROR, "exit-called", "sys.exit(3)"),
         ("softmax_raises.py", Status.RUNTIME_ERROR, "exception", "kernel not ready for this shape"),
         ("softmax_ctor_raises.py", Status.RUNTIME_ERROR, "exception", "ModelNew(*get_init_inputs())"),

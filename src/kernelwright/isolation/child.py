@@ -29,17 +29,36 @@ from kernelwright.isolation.protocol import Done, JobError, JobSpec, LockWait, R
 ENTRY_MODULE = "kernelwright.jobs"  # python -m ENTRY_MODULE JOB SPEC.json FD: registers the jobs, then main()
 
 
+class ChannelBroken(BaseException):  # noqa: N818 - a BaseException: a candidate's `except Exception` can't eat it
+    """The report descriptor is no longer the pipe the parent gave (closed, or another file put in its place)."""
+
+
 class Channel:
-    """JSON-lines messages to the parent, one report record each; floats may be NaN/inf."""
+    """JSON-lines messages to the parent, one report record each; floats may be NaN/inf.
+
+    The write path is bound when the channel is made, before any candidate code runs (``os.write``, ``os.fstat``
+    and ``json.dumps`` as they were then), and before each write the descriptor is checked to still be that pipe:
+    a candidate that closes it or puts another file in its place (``dup2``) ends the job without a word, which the
+    parent reads as a broken protocol."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._os_write, self._fstat, self._dumps = os.write, os.fstat, json.dumps
+        info = os.fstat(fd)
+        self._identity = (info.st_dev, info.st_ino)
 
     def send(self, report: Report) -> None:
-        line = json.dumps(wire(report), default=_json_default) + "\n"
-        data = line.encode("utf-8")
+        self._write((self._dumps(wire(report), default=_json_default) + "\n").encode("utf-8"))
+
+    def _write(self, data: bytes) -> None:
+        try:
+            info = self._fstat(self._fd)
+        except OSError:
+            raise ChannelBroken("the report descriptor was closed") from None
+        if (info.st_dev, info.st_ino) != self._identity:
+            raise ChannelBroken("another file was put in the report descriptor's place")
         while data:
-            written = os.write(self._fd, data)
+            written = self._os_write(self._fd, data)
             data = data[written:]
 
 
@@ -122,6 +141,13 @@ def _end_with_parent(poll_s: float = 0.5) -> None:
     threading.Thread(target=watch, name="kernelwright-parent-watch", daemon=True).start()
 
 
+def _last_word(channel: Channel, report: Report) -> None:
+    try:
+        channel.send(report)
+    except ChannelBroken:
+        os._exit(3)
+
+
 def main(argv: list[str]) -> int:
     _end_with_parent()
     if argv and argv[0] == "--prestarted":
@@ -155,16 +181,18 @@ def main(argv: list[str]) -> int:
         profiler.enable()
     try:
         _resolve(job)(spec, channel)
+    except ChannelBroken:
+        os._exit(3)  # nothing can be said: the parent sees the job's messages stop (a broken protocol)
     except JobFailure as failure:
-        channel.send(JobError(status=failure.status, code=failure.code, message=failure.message,
+        _last_word(channel, JobError(status=failure.status, code=failure.code, message=failure.message,
                               detail=failure.detail))
     except SystemExit as exc:  # the candidate (or the problem) called sys.exit
-        channel.send(JobError(status="runtime_error", code="exit-called",
+        _last_word(channel, JobError(status="runtime_error", code="exit-called",
                               message=f"sys.exit({exc.code!r}) was called during the {job} job",
                               detail=short_traceback(exc)))
     except BaseException as exc:  # noqa: BLE001 - everything becomes data for the parent
         first = str(exc).splitlines()[0] if str(exc) else ""
-        channel.send(JobError(status="runtime_error", code="exception",
+        _last_word(channel, JobError(status="runtime_error", code="exception",
                               message=f"{type(exc).__name__}: {first}".rstrip(": "), detail=short_traceback(exc)))
     if profiler is not None:
         profiler.disable()
@@ -174,8 +202,8 @@ def main(argv: list[str]) -> int:
         from kernelwright.hardware import gpu_lock
 
         if gpu_lock.waited_s() > 0:  # where a shared GPU made this job wait (a diagnostic, not evidence)
-            channel.send(LockWait(seconds=round(gpu_lock.waited_s(), 2)))
-    channel.send(Done())
+            _last_word(channel, LockWait(seconds=round(gpu_lock.waited_s(), 2)))
+    _last_word(channel, Done())
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: threads or atexit handlers a candidate left behind must not keep us alive.

@@ -93,6 +93,9 @@ class ChildRun:
     leftover_processes: bool = False  # something the child started was still running when it exited
     signal_name: str | None = field(default=None)
     budget_cut: bool = False  # timed out at the caller's deadline, before its own time limit
+    box: str = ""  # how the job was closed in (isolation/box.py: namespace, user-namespace, subreaper, none)
+    escaped: tuple[str, ...] = ()  # processes of the job still alive when its first process ended (then ended)
+    box_notes: tuple[str, ...] = ()  # what the box could not arrange, or that its keeper said nothing
 
     @property
     def finished(self) -> bool:
@@ -284,12 +287,13 @@ def memory_limit(device: str | None) -> int:
         return 0
 
 
-def job_environment(device: str | None) -> dict[str, str]:
+def job_environment(device: str | None, *, own_cache: Path | None = None) -> dict[str, str]:
     """The variables every job on ``device`` gets (on top of the scrubbed environment): kernelwright's caches, so
-    compiled kernels are shared between jobs; on the CPU the Triton interpreter, with no GPU visible."""
+    compiled kernels are shared between trusted jobs (``own_cache``: an untrusted job's caches of its own, which
+    no other job reads); on the CPU the Triton interpreter, with no GPU visible."""
     from kernelwright.config import config
 
-    cache = Path(config.cache_dir)
+    cache = own_cache if own_cache is not None else Path(config.cache_dir)
     env = {
         "TRITON_CACHE_DIR": str(cache / "triton"),
         "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
@@ -309,6 +313,7 @@ class _Prestarted:
     proc: subprocess.Popen[bytes]
     key: tuple[Any, ...]
     read_fd: int
+    control_fd: int
     stdout_path: Path
     stderr_path: Path
     started: float
@@ -318,48 +323,124 @@ _PRESTARTED: dict[tuple[Any, ...], _Prestarted] = {}
 
 
 def _child_setup(job: str, workdir: Path, device: str | None, env_extra: Mapping[str, str] | None,
-                 memory_limit_bytes: int | None) -> tuple[tuple[Any, ...], dict[str, str], int, Path]:
-    """(the key a prestarted child is found by, its environment, its memory limit, its scratch directory)."""
+                 memory_limit_bytes: int | None, keep: Sequence[str] = ()
+                 ) -> tuple[tuple[Any, ...], dict[str, str], dict[str, Any], Path]:
+    """(the key a prestarted child is found by, its environment, its box's plan, its scratch directory)."""
     if memory_limit_bytes is None:
         memory_limit_bytes = memory_limit(device)
+    untrusted = job in protocol.jobs() and protocol.spec_class(job).untrusted
+    own_cache = workdir / f"{job}-cache" if untrusted else None
     if device is not None:
-        env_extra = {**job_environment(device), **(env_extra or {})}
+        env_extra = {**job_environment(device, own_cache=own_cache), **(env_extra or {})}
     env = scrubbed_environment(env_extra)
     scratch = workdir / f"{job}-cwd"
-    key = (job, str(workdir.resolve()), device, tuple(sorted(env.items())), memory_limit_bytes)
-    return key, env, memory_limit_bytes, scratch
+    plan = box_plan(workdir, memory_limit_bytes, untrusted=untrusted, keep=keep)
+    key = (job, str(workdir.resolve()), device, tuple(sorted(env.items())), json.dumps(plan, sort_keys=True))
+    return key, env, plan, scratch
 
 
-def _popen(cmd: list[str], *, scratch: Path, env: dict[str, str], write_fd: int, memory_limit_bytes: int,
-           stdin: Any, stdout_path: Path, stderr_path: Path) -> subprocess.Popen[bytes]:
-    def limit_memory() -> None:  # runs in the child between fork and exec
-        if memory_limit_bytes > 0:
-            import resource
+_BOX_SCRIPT = str(Path(__file__).with_name("box.py"))
 
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
 
+def _hidden_roots() -> list[str]:
+    """Folders where other jobs' files live (every verify's working directory): hidden from an untrusted job."""
+    import tempfile
+
+    from kernelwright.config import config
+
+    roots = [tempfile.gettempdir(), "/dev/shm", config.scratch_dir or ""]
+    found: list[str] = []
+    for root in roots:
+        real = os.path.realpath(root) if root else ""
+        if real and real != "/" and os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def box_plan(workdir: Path, memory_limit_bytes: int, *, untrusted: bool, keep: Sequence[str] = ()) -> dict[str, Any]:
+    """What :mod:`kernelwright.isolation.box` arranges for one job. Every job: its own PID namespace (or a
+    subreaper), no capabilities, the memory limit. An untrusted job besides: the kernelwright cache read-only, the
+    temporary folders hidden, and back in view only its working directory, ``keep`` (the files it must read) and
+    what Python itself is run from."""
+    from kernelwright.config import config
+
+    plan: dict[str, Any] = {"mode": config.job_box, "memory_limit": int(memory_limit_bytes), "drop_privileges": True}
+    if not untrusted:
+        return plan
+    cache = Path(config.cache_dir)
+    with contextlib.suppress(OSError):
+        cache.mkdir(parents=True, exist_ok=True)
+    hidden = _hidden_roots()
+    python = [sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              *sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep),
+              str(Path(__file__).resolve().parents[2])]
+    kept = [str(workdir.resolve()), *(os.path.realpath(k) for k in keep)]
+    kept += [os.path.realpath(p) for p in python if p and os.path.exists(p)]
+    plan.update(readonly=[str(cache.resolve())] if cache.is_dir() else [],
+                hide=hidden, keep=sorted({k for k in kept if _under(k, hidden) or _under(k, [str(cache.resolve())])}))
+    return plan
+
+
+def _popen(cmd: list[str], *, scratch: Path, env: dict[str, str], write_fd: int, plan: dict[str, Any],
+           stdin: Any, stdout_path: Path, stderr_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``cmd`` in its box (isolation/box.py); the process (the box's keeper) and the read end of its
+    control pipe, on which the keeper alone writes its one report."""
+    control_read, control_write = os.pipe()
+    boxed = [sys.executable, "-I", "-S", _BOX_SCRIPT, json.dumps({**plan, "control_fd": control_write}), "--", *cmd]
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         try:
             proc = subprocess.Popen(
-                cmd,
+                boxed,
                 cwd=scratch,
                 env=env,
                 stdin=stdin,
                 stdout=out,
                 stderr=err,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd, control_write),
                 start_new_session=True,
-                preexec_fn=limit_memory if memory_limit_bytes > 0 else None,
             )
+        except BaseException:
+            os.close(control_read)
+            raise
         finally:
             os.close(write_fd)
+            os.close(control_write)
     with _LIVE_LOCK:
         _LIVE_GROUPS.add(proc.pid)
-    return proc
+    return proc, control_read
+
+
+def _box_report(control_fd: int) -> dict[str, Any]:
+    """The keeper's report (it wrote it before it exited), or what stands in for a missing one."""
+    data = b""
+    with contextlib.suppress(OSError):
+        os.set_blocking(control_fd, False)
+        while True:
+            try:
+                chunk = os.read(control_fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    with contextlib.suppress(OSError):
+        os.close(control_fd)
+    try:
+        report = json.loads(data.splitlines()[0]) if data.strip() else None
+    except (ValueError, IndexError):
+        report = None
+    if not isinstance(report, dict):
+        return {"box": "", "notes": ["the job's keeper ended without its report (killed?)"]}
+    return report
 
 
 def prestart_child(job: str, *, workdir: Path, device: str | None = None,
-                   env_extra: Mapping[str, str] | None = None, memory_limit_bytes: int | None = None) -> bool:
+                   env_extra: Mapping[str, str] | None = None, memory_limit_bytes: int | None = None,
+                   keep: Sequence[str] = ()) -> bool:
     """Start the process for a later :func:`run_child` with the same arguments now, so that its imports and CUDA
     context are ready when the spec comes (a torch import takes 5-9 s on the H200 machine). The process runs only
     kernelwright's own code until then; it still serves exactly one job. False if one is already waiting or none
@@ -367,7 +448,7 @@ def prestart_child(job: str, *, workdir: Path, device: str | None = None,
     if job not in protocol.jobs() or _STOPPING.is_set():
         return False
     workdir.mkdir(parents=True, exist_ok=True)
-    key, env, limit, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes)
+    key, env, plan, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes, keep)
     if key in _PRESTARTED:
         return False
     scratch.mkdir(exist_ok=True)
@@ -376,13 +457,13 @@ def prestart_child(job: str, *, workdir: Path, device: str | None = None,
     spec_path = workdir / f"{job}-spec.json"  # written by run_child before it says "go"
     cmd = [sys.executable, "-m", ENTRY_MODULE, "--prestarted", job, str(spec_path), str(write_fd)]
     try:
-        proc = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, memory_limit_bytes=limit,
-                      stdin=subprocess.PIPE, stdout_path=stdout_path, stderr_path=stderr_path)
+        proc, control_fd = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, plan=plan,
+                                  stdin=subprocess.PIPE, stdout_path=stdout_path, stderr_path=stderr_path)
     except OSError as exc:
         os.close(read_fd)
         log.info("could not prestart the %s child: %s", job, exc)
         return False
-    _PRESTARTED[key] = _Prestarted(proc, key, read_fd, stdout_path, stderr_path, time.monotonic())
+    _PRESTARTED[key] = _Prestarted(proc, key, read_fd, control_fd, stdout_path, stderr_path, time.monotonic())
     return True
 
 
@@ -393,8 +474,9 @@ def _end_prestarted(waiting: _Prestarted) -> None:
     with contextlib.suppress(OSError, ValueError):
         if waiting.proc.stdin:
             waiting.proc.stdin.close()
-    with contextlib.suppress(OSError):
-        os.close(waiting.read_fd)
+    for fd in (waiting.read_fd, waiting.control_fd):
+        with contextlib.suppress(OSError):
+            os.close(fd)
     with _LIVE_LOCK:
         _LIVE_GROUPS.discard(waiting.proc.pid)
 
@@ -442,6 +524,7 @@ def run_child(
     memory_limit_bytes: int | None = None,
     wrapper: Sequence[str] = (),
     deadline: Deadline = NO_DEADLINE,
+    keep: Sequence[str] = (),
 ) -> ChildRun:
     """Run ``python -m kernelwright.jobs JOB`` with ``spec`` (the job's record, or its JSON) in a fresh process and
     collect what it reports.
@@ -451,13 +534,14 @@ def run_child(
     child runs under (compute-sanitizer and its options; the job's pipe passes through it). A process that
     :func:`prestart_child` started with the same arguments takes the job, if one waits (never for a wrapped one);
     the time limit counts from the hand-over. ``deadline`` (the caller's budget) cuts ``timeout_s`` to the time left;
-    a child it kills is ``budget_cut``."""
+    a child it kills is ``budget_cut``. Every job runs in its box (:func:`box_plan`); ``keep``: the files outside
+    ``workdir`` an untrusted job must read."""
     by_budget = deadline.limits(timeout_s)
     timeout_s = deadline.cap(timeout_s, at_least_s=1.0)
     if _STOPPING.is_set():
         raise KeyboardInterrupt("kernelwright is stopping: no new child process")
     workdir.mkdir(parents=True, exist_ok=True)
-    key, env, limit, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes)
+    key, env, plan, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes, keep)
     scratch.mkdir(exist_ok=True)
     spec_path = workdir / f"{job}-spec.json"
     spec_path.write_text(json.dumps(protocol.spec_class(job).from_json(spec).to_json(), indent=1, default=str))
@@ -468,15 +552,15 @@ def run_child(
     with _not_inspectable():
         waiting = _take_prestarted(key) if not wrapper else None
         if waiting is not None:
-            proc, read_fd = waiting.proc, waiting.read_fd
+            proc, read_fd, control_fd = waiting.proc, waiting.read_fd, waiting.control_fd
             stdout_path, stderr_path = waiting.stdout_path, waiting.stderr_path
         else:
             stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"
             read_fd, write_fd = os.pipe()
             cmd = [*wrapper, sys.executable, "-m", ENTRY_MODULE, job, str(spec_path),
                    str(write_fd)]
-            proc = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, memory_limit_bytes=limit,
-                          stdin=subprocess.DEVNULL, stdout_path=stdout_path, stderr_path=stderr_path)
+            proc, control_fd = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, plan=plan,
+                                      stdin=subprocess.DEVNULL, stdout_path=stdout_path, stderr_path=stderr_path)
         reader = threading.Thread(target=_read_channel, args=(read_fd, messages, errors), daemon=True)
         reader.start()
         timed_out = False
@@ -493,6 +577,8 @@ def run_child(
             proc.wait()
             with _LIVE_LOCK:
                 _LIVE_GROUPS.discard(proc.pid)
+            with contextlib.suppress(OSError):
+                os.close(control_fd)
             raise
         wall = time.monotonic() - start
         # Anything the child started and left behind keeps the pipe open and the group alive: end it.
@@ -502,8 +588,14 @@ def run_child(
         with _LIVE_LOCK:
             _LIVE_GROUPS.discard(proc.pid)
         reader.join(timeout=10)
+        box = _box_report(control_fd)
 
     messages, malformed = protocol.screen(job, messages)
+    escaped = tuple(f"pid {p.get('pid')}: {p.get('cmdline') or '?'}" for p in box.get("leftovers") or ()
+                    if isinstance(p, dict))
+    box_notes = [str(n) for n in box.get("notes") or ()]
+    if box.get("error"):
+        box_notes.append(f"the box failed: {box['error']}")
     rc = proc.returncode
     signal_name = None
     if rc is not None and rc < 0 and not timed_out:
@@ -520,9 +612,12 @@ def run_child(
         stderr_tail=_tail(stderr_path),
         stdout_tail=_tail(stdout_path),
         protocol_errors=tuple(errors + malformed),
-        leftover_processes=leftover and not timed_out,
+        leftover_processes=(leftover or bool(escaped)) and not timed_out,
         signal_name=signal_name,
         budget_cut=timed_out and by_budget,
+        box=str(box.get("box") or ""),
+        escaped=escaped,
+        box_notes=tuple(box_notes),
     )
     log.info("child %s: rc=%s timed_out=%s wall=%.1fs messages=%d", job, rc, timed_out, wall, len(messages))
     return run

@@ -205,6 +205,9 @@ class JobSpec(Record):
     job: ClassVar[str] = ""
     reports: ClassVar[tuple[type[Report], ...]] = ()
     runs: ClassVar[str] = ""
+    # The job runs code no one vouches for (a candidate): its box shows the kernelwright cache read-only, hides the
+    # temporary folders (other verifies' files), and gives it caches of its own (isolation/process.py).
+    untrusted: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

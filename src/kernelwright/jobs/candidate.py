@@ -50,6 +50,7 @@ class CandidateTrial(Report):
     own_device_kernels: tuple[str, ...] | None  # GPU: the candidate's own device kernels (None: not profiled)
     device_kernels: int | None
     wall_s: float
+    checks: tuple[str, ...] = ()  # the integrity checks made for this call ("identities", "background")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +87,7 @@ class TimingResult(Report):
     timed_trials: tuple[int, ...]  # the trials whose inputs were timed (their outputs are files)
     calls_without_own_kernel: int
     timed_calls: int
+    checks: tuple[str, ...] = ()  # the integrity checks made after the timed calls
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +148,7 @@ class CandidateSpec(JobSpec):
     reports: ClassVar[tuple[type[Report], ...]] = (DeviceFacts, Weights, TrialStart, CandidateTrial, Kernels, ChildFinding,
                                                    Phase, TimingResult, Cubin, Binary, CudaBuild)
     runs: ClassVar[str] = "kernelwright.verify.candidate:run_candidate_job"
+    untrusted: ClassVar[bool] = True
 
     candidate: str
     device: str

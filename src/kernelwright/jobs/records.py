@@ -25,10 +25,40 @@ class Measurement(Record):
     host_ms_per_call: float  # wall time of the timed batch / reps (flushes included)
     flush_ms: float  # median time of one L2 flush
     unexplained_ms_per_call: float  # wall time the events and flushes do not account for
+    samples_ms: tuple[float, ...] = ()  # every timed call's own time, in call order (the candidate's timing)
 
     @property
     def iqr_ms(self) -> float:
         return self.q3_ms - self.q1_ms
+
+    @classmethod
+    def from_samples(cls, samples_ms: tuple[float, ...], *, host_ms_per_call: float, flush_ms: float,
+                     unexplained_ms_per_call: float, keep_samples: bool = True) -> Measurement:
+        """The statistics of ``samples_ms``, computed here (plain arithmetic: no module a candidate could patch)."""
+        times = sorted(float(t) for t in samples_ms)
+        if not times:
+            raise ValueError("no samples to summarise")
+        return cls(median_ms=_quantile(times, 0.5), min_ms=times[0], q1_ms=_quantile(times, 0.25),
+                   q3_ms=_quantile(times, 0.75), mean_ms=math.fsum(times) / len(times), reps=len(times),
+                   host_ms_per_call=host_ms_per_call, flush_ms=flush_ms,
+                   unexplained_ms_per_call=unexplained_ms_per_call,
+                   samples_ms=tuple(float(t) for t in samples_ms) if keep_samples else ())
+
+    def summary_matches(self, other: Measurement, rel: float = 1e-9) -> bool:
+        """The same median, quartiles, minimum, mean and count (``other``: recomputed from the samples)."""
+        pairs = [(self.median_ms, other.median_ms), (self.min_ms, other.min_ms), (self.q1_ms, other.q1_ms),
+                 (self.q3_ms, other.q3_ms), (self.mean_ms, other.mean_ms)]
+        return self.reps == other.reps and all(math.isclose(a, b, rel_tol=rel, abs_tol=1e-12) for a, b in pairs)
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,6 +23,7 @@ class SanitizeSpec(JobSpec):
     job: ClassVar[str] = "sanitize"
     reports: ClassVar[tuple[type[Report], ...]] = (SanitizeRan,)
     runs: ClassVar[str] = "kernelwright.verify.sanitize:run_sanitize_job"
+    untrusted: ClassVar[bool] = True
 
     problem: str
     candidate: str

@@ -317,6 +317,7 @@ class _CandidateJob:
 
         channel, device, recorder, monitor = self.channel, self.device, self.recorder, self.monitor
         channel.send(TrialStart(index=trial.index, kind=trial.kind))
+        monitor.checks_run = []
         dev = self._inputs(trial)
         dev_tensors = [v for v in dev if isinstance(v, torch.Tensor)]
         before = [tensors.digest(v) for v in dev_tensors]
@@ -379,6 +380,7 @@ class _CandidateJob:
                                                                          if k.origin == "own"),
             device_kernels=None if trial_kernels is None else len(trial_kernels),
             wall_s=wall_s,
+            checks=tuple(dict.fromkeys(monitor.checks_run)),
         ))
 
     # -- timing (GPU) -------------------------------------------------------------------------------------------
@@ -413,13 +415,15 @@ class _CandidateJob:
 
         try:
             m, last = measure(timed_call, len(sets), clock, device=device, min_reps=timing.min_reps,
-                              max_reps=timing.max_reps, target_ms=timing.target_ms, warmup_ms=timing.warmup_ms)
+                              max_reps=timing.max_reps, target_ms=timing.target_ms, warmup_ms=timing.warmup_ms,
+                              keep_samples=True)
         except BaseException as exc:
             if isinstance(exc, SystemExit):
                 raise
             raise _failure("forward while being timed", exc) from exc
         finally:
             monitor.active = True
+        monitor.checks_run = []
         monitor.check_identities("after timing")
         monitor.check_background("after timing")
         for set_index, value in last.items():
@@ -427,7 +431,8 @@ class _CandidateJob:
             tensors.save(outs, self.out_dir / f"timed-{timed_trials[set_index]}.pt")
         channel.send(TimingResult(measurement=m, side_stream=side_stream_suspected(m),
                                   timed_trials=tuple(timed_trials[i] for i in sorted(last)),
-                                  calls_without_own_kernel=without_own[0], timed_calls=without_own[1]))
+                                  calls_without_own_kernel=without_own[0], timed_calls=without_own[1],
+                                  checks=tuple(dict.fromkeys(monitor.checks_run))))
         _check_persisting_l2(channel, self.l2_limit_before)
         _check_access_policy(channel)
 
@@ -521,6 +526,14 @@ def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, ar
     ones for each requested arch; name the shared objects of the CUDA extensions it built (GPU)."""
     for name, path in recorder.extension_files.items():
         channel.send(Binary(name=name, path=path))
+    # A kernel launched directly (not through JITFunction.run) has nothing to compile from here: say so, since the
+    # parent counts a missing compiled kernel of one that ran as missing evidence.
+    without = recorder.launched - (set(recorder.compiled) if device.type == "cuda" else set())
+    if archs:
+        without |= recorder.launched - set(recorder.first)
+    for name in sorted(without):
+        channel.send(Note(code="cubin-unavailable", message=f"no cubin for {name}: launched directly, not "
+                                                            "through its JITFunction"))
     for name, kernel in recorder.compiled.items():
         try:
             cubin = kernel.asm["cubin"]

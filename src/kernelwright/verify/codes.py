@@ -104,8 +104,14 @@ CATALOGUE: tuple[Code, ...] = (
          "bake in the benchmark's shape", headline=20),
     Code("stale-memory", INTEGRITY, E, "outputs hold the NaN poison of memory the kernel never wrote; write every "
          "output element on every call", headline=21),
-    Code("protocol-violation", INTEGRITY, E, "the job's report channel carried unparseable, malformed or oversized "
-         "messages; never write to the harness's channel"),
+    Code("protocol-violation", INTEGRITY, E, "the job's report channel carried a message the harness does not send "
+         "there: forged, duplicate, unknown, out of order, malformed, truncated or oversized, or the channel or the "
+         "job's box was broken; never write to the harness's channel"),
+    Code("evidence-missing", INTEGRITY, E, "a check a pass depends on never reported (a trial, the kernel list, "
+         "the timing or its samples, an integrity check, a kernel's instruction summary): the job ended past it; "
+         "let the job run to its end"),
+    Code("harness-hook", INTEGRITY, E, "the candidate installed an audit, profile or trace hook (sys.addaudithook, "
+         "sys.setprofile, sys.settrace, threading's hooks), which sees the harness's own work; install none"),
     # compute-sanitizer (verify --sanitize, verify/sanitize.py): what passing trials can hide
     Code("out-of-bounds", INTEGRITY, E, "compute-sanitizer memcheck saw a kernel read or write outside its "
          "allocation (the finding names the kernel and line); mask every index against the tensor's size"),
@@ -205,6 +211,9 @@ CATALOGUE: tuple[Code, ...] = (
          also=(W,)),
     Code("sanitizer-clean", DIAGNOSTIC, N, "the compute-sanitizer tools that ran over the candidate's forward (at "
          "reduced sizes) reported nothing"),
+    Code("containment", DIAGNOSTIC, W, "how the candidate's job was closed in, where it is less than a PID and "
+         "mount namespace (no caches write-protected; the kernel allowed no namespace), or what the box could not "
+         "arrange", also=(N,)),
     Code("instructions-unavailable", DIAGNOSTIC, W, "compiling the kernels for the instruction summary failed "
          "after every check had finished; the verdict stands on the checks"),
     Code("cuda-build", DIAGNOSTIC, N, "a CUDA extension the candidate built, and for which arch (a warning when it "

@@ -46,7 +46,26 @@ WATCHED = (
     "kernelwright.verify.launches:LaunchRecorder.own_calls", "kernelwright.verify.launches:LaunchRecorder.reset_counts",
     "kernelwright.verify.poison:poison", "kernelwright.verify.poison:fill_uninitialized",
     "kernelwright.verify.runtime:synchronize",
+    # the timing summary (the parent recomputes it from the raw samples; a patch is still tampering)
+    "statistics:median", "statistics:mean", "statistics:fmean", "statistics:quantiles", "numpy:median",
+    "numpy:percentile", "numpy:quantile",
+    # the harness's own checks, the channel's write path and the phases a pass depends on
+    "kernelwright.verify.integrity:IntegrityMonitor.check_identities",
+    "kernelwright.verify.integrity:IntegrityMonitor.check_background",
+    "kernelwright.verify.integrity:IntegrityMonitor._audit", "kernelwright.isolation.child:Channel._write",
+    "kernelwright.verify.candidate:_CandidateJob.run_trial", "kernelwright.verify.candidate:_CandidateJob.time",
+    "kernelwright.verify.candidate:_emit_cubins", "kernelwright.jobs.records:Measurement.from_samples",
 )  # fmt: skip
+
+# Hooks that see everything the process does, the harness's work included (integrity #32): a candidate installs none.
+_HOOK_EVENTS = {"sys.addaudithook", "sys.setprofile", "sys.settrace"}
+
+
+def _hooks() -> dict[str, Any]:
+    """The profile and trace hooks of this thread and of threads to come."""
+    return {"sys.getprofile()": sys.getprofile(), "sys.gettrace()": sys.gettrace(),
+            "threading profile hook": getattr(threading, "_profile_hook", None),
+            "threading trace hook": getattr(threading, "_trace_hook", None)}
 
 _FRAME_EVENTS = {"sys._getframe", "sys._getframemodulename", "gc.get_objects", "gc.get_referrers",
                  "gc.get_referents", "object.__getattr__"}
@@ -108,7 +127,9 @@ class IntegrityMonitor:
         self._reported: set[tuple[str, str]] = set()
         self._in_hook = False
         self._files: dict[str, bool] = {}  # code filename -> is the candidate's file
-        self.active = True  # the audit hook records only while True (off during timing)
+        self._hooks_before = _hooks()
+        self.active = True  # the audit hook records reference access only while True (off during timing)
+        self.checks_run: list[str] = []  # the checks made since the last reset (each trial's report names them)
 
     @staticmethod
     def _resolvable(name: str) -> bool:
@@ -126,6 +147,12 @@ class IntegrityMonitor:
 
     # -- replaced functions -------------------------------------------------------------------------------------
     def check_identities(self, when: str) -> list[str]:
+        self.checks_run.append("identities")
+        hooks = [name for name, hook in _hooks().items() if hook is not self._hooks_before.get(name)]
+        if hooks:
+            self._once("harness-hook", ",".join(hooks),
+                       f"the candidate installed {', '.join(hooks)} ({when}): a hook that sees the harness's own work",
+                       hooks=hooks, when=when)
         changed = []
         for name, original in self._identities.items():
             try:
@@ -142,6 +169,7 @@ class IntegrityMonitor:
 
     # -- threads and processes ----------------------------------------------------------------------------------
     def check_background(self, when: str) -> None:
+        self.checks_run.append("background")
         threads = [t for t in threading.enumerate() if t not in self._threads_before and t.is_alive()]
         if threads:
             names = sorted(t.name for t in threads)
@@ -159,17 +187,33 @@ class IntegrityMonitor:
     def install_audit_hook(self) -> None:
         sys.addaudithook(self._audit)
 
+    def _hook_event(self, event: str) -> None:
+        """An audit hook added after ours, or a profile or trace function set by candidate code."""
+        self._in_hook = True
+        try:
+            adding = event == "sys.addaudithook"
+            if adding or self._from_candidate(depth=3):
+                self._once("harness-hook", event,
+                           f"the candidate called {event}: a hook that sees the harness's own work (its file opens, "
+                           "its calls) can end the job or change what it reports", event=event)
+        except Exception:  # an audit hook must never break the code it watches
+            pass
+        finally:
+            self._in_hook = False
+        if event == "sys.addaudithook":
+            raise RuntimeError("kernelwright: audit hooks are not allowed in a candidate's job")
+
     def _is_candidate_file(self, filename: str) -> bool:
         known = self._files.get(filename)
         if known is None:
             known = self._files[filename] = os.path.realpath(filename) == self._candidate
         return known
 
-    def _from_candidate(self) -> bool:
+    def _from_candidate(self, depth: int = 2) -> bool:
         """The audited call was made by candidate code itself — directly, or through ``inspect`` (whose
         ``currentframe``/``stack`` wrap ``sys._getframe``). Library code called by the candidate that inspects
         its caller (``namedtuple``, ``Enum``, ``typing``) does not count."""
-        frame = sys._getframe(2)  # noqa: SLF001 - skip this method and the hook: the audited call's caller
+        frame = sys._getframe(depth)  # noqa: SLF001 - skip this method and the hook: the audited call's caller
         # Code compiled from a string (exec/compile/eval: "<string>", any made-up name) is charged to the file that
         # ran it.
         while frame is not None and frame.f_code.co_filename.startswith("<") and not \
@@ -187,6 +231,8 @@ class IntegrityMonitor:
         return False
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if event in _HOOK_EVENTS and not self._in_hook:
+            self._hook_event(event)  # timed calls too; another audit hook is refused (RuntimeError)
         if self._in_hook or not self.active:
             return
         self._in_hook = True

@@ -193,7 +193,8 @@ def run_tool(tool: str, problem: str | Path, candidate: str | Path, *, device: s
         run = run_child("sanitize", spec, workdir=workdir, timeout_s=timeout_s, device=device,
                         env_extra={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
                         wrapper=(exe, "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
-                                 "--print-limit", str(PRINT_LIMIT)))
+                                 "--print-limit", str(PRINT_LIMIT)),
+                        keep=(spec.problem, spec.candidate, exe))  # what the untrusted job's box shows it
         log = _read(workdir / "sanitize-stdout.log") + "\n" + _read(workdir / "sanitize-stderr.log")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

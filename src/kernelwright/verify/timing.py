@@ -82,15 +82,6 @@ def _cycles_per_ms(clock: Clock) -> float:
     return cycles / ms if ms > 0 else 0.0
 
 
-def _quantile(sorted_values: list[float], q: float) -> float:
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    pos = q * (len(sorted_values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
 def l2_flush_bytes(device: torch.device) -> int:
     props = torch.cuda.get_device_properties(device)
     l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 64 * 1024 * 1024
@@ -121,6 +112,7 @@ def measure(
     warmup_ms: float,
     flush: torch.Tensor | None = None,
     before_each: Callable[[], Any] | None = None,
+    keep_samples: bool = False,
 ) -> tuple[Measurement, dict[int, Any]]:
     """Time ``call(set_index)``; return the measurement and the last output of each input set.
 
@@ -197,19 +189,12 @@ def measure(
     clock.device_synchronize()  # every stream, not only the current one
     wall_ms = (clock.perf_counter() - wall0) * 1e3
     slept_ms = sum(clock.elapsed_time(s, e) for s, e in sleeps)
-    times = sorted(clock.elapsed_time(s, e) for s, e in zip(starts, ends))
-    unexplained = max(0.0, wall_ms - slept_ms - sum(times) - reps * flush_ms) / reps
-    measurement = Measurement(
-        median_ms=statistics.median(times),
-        min_ms=times[0],
-        q1_ms=_quantile(times, 0.25),
-        q3_ms=_quantile(times, 0.75),
-        mean_ms=statistics.fmean(times),
-        reps=reps,
-        host_ms_per_call=(wall_ms - slept_ms) / reps,
-        flush_ms=flush_ms,
-        unexplained_ms_per_call=unexplained,
-    )
+    samples = tuple(clock.elapsed_time(s, e) for s, e in zip(starts, ends))
+    unexplained = max(0.0, wall_ms - slept_ms - sum(samples) - reps * flush_ms) / reps
+    # The raw samples travel with the summary: the parent recomputes it from them (a candidate's process can patch
+    # anything, statistics.median included).
+    measurement = Measurement.from_samples(samples, host_ms_per_call=(wall_ms - slept_ms) / reps, flush_ms=flush_ms,
+                                           unexplained_ms_per_call=unexplained, keep_samples=keep_samples)
     return measurement, last
 
 

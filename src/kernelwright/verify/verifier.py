@@ -32,6 +32,7 @@ from kernelwright.isolation.process import ChildRun, discard_prestarted, prestar
 from kernelwright.problem.files import CandidateFile, ProblemFile, read_candidate, read_problem
 from kernelwright.records import EAGER_DEFAULTS, Finding, ProblemTraits, Severity, Status
 from kernelwright.verify import compare, tensors, trials
+from kernelwright.verify.boundary import BoundaryJudging
 from kernelwright.verify.findings import (
     INTEGRITY_CODES,
     SPECIAL_TRIAL_CODES,
@@ -163,7 +164,7 @@ class _BudgetSpent(Exception):
         self.job = job
 
 
-class _Verification(TrialJudging):
+class _Verification(TrialJudging, BoundaryJudging):
     def __init__(self, problem: ProblemFile, candidate: CandidateFile | None, opts: VerifyOptions, device: str, seed: int,
                  factor: float, workdir: Path, base: dict[str, Any]) -> None:
         self.problem, self.candidate, self.opts = problem, candidate, opts
@@ -192,6 +193,8 @@ class _Verification(TrialJudging):
         self.ceilings: dict[str, Any] = {}  # the device's measured ceilings (the baseline job or the cache)
         self.expected_trials: list[int] = []  # the trials the candidate's child must report
         self.expects_timing = False
+        self.profile_trial: int | None = None  # the trial whose kernel list the child must report
+        self.inspect_archs: tuple[str, ...] = ()  # the archs it must compile each own kernel for
         self.trials_without_own: list[int] = []  # checked calls that ran no kernel of the candidate's own
         # What the user allowed, made explicit in the tolerance (precision findings then become notes).
         self.allowed_roundoff = compare.allowed_roundoff(opts.policy)
@@ -278,8 +281,11 @@ class _Verification(TrialJudging):
         timing: dict[str, jobs.Measurement | None] = {}
         timed = cand.report(jobs.TimingResult) if self.expects_timing else None  # else the candidate wrote it
         if failure is None and timed:
-            m = timed.measurement
-            timing["candidate"] = m
+            m = self._timing_from_samples(timed.measurement)
+            if m is not None:
+                timing["candidate"] = m
+        if failure is None and timed and "candidate" in timing:
+            m = timing["candidate"]
             if timed.side_stream:
                 self.judge.add("side-stream",
                                f"work the timed stream did not see: {m.unexplained_ms_per_call:.3f} ms per call "
@@ -389,8 +395,13 @@ class _Verification(TrialJudging):
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
             (config.arch,) if self.device == "cpu" else ())
+        # The job sees its own working directory, not the temporary folders (isolation/process.py box_plan): the
+        # candidate file goes there, under its own name.
+        copy = self.workdir / "candidate-src" / self.candidate.path.name
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copyfile(self.candidate.path, copy)
         spec = jobs.CandidateSpec(
-            candidate=str(self.candidate.path), device=self.device, init_seed=self.seed,
+            candidate=str(copy), device=self.device, init_seed=self.seed,
             trials=tuple(runnable), shared_dir=str(self.shared), out_dir=str(self.out),
             policy=self.opts.policy, expected_output_bytes=expected,
             # Which call is profiled is drawn afresh (not from --seed): a candidate cannot know which call to
@@ -407,24 +418,12 @@ class _Verification(TrialJudging):
                                                             status="skipped", note=reason)
         self.expected_trials = [t.index for t in runnable]
         self.expects_timing = spec.timing is not None
+        self.profile_trial, self.inspect_archs = spec.profile_trial, spec.inspect_archs
         return self._run("candidate", spec)
-
-    def _unreported(self, run: ChildRun) -> list[str]:
-        """What the candidate's job should have reported and did not. Messages come from the child, which the
-        candidate can write to as well: a forged "done" or phase message proves nothing, the trials' own reports
-        do."""
-        reported = {t.index for t in run.reports(jobs.CandidateTrial)}
-        missing = [f"trial {i}" for i in self.expected_trials if i not in reported]
-        if self.expects_timing and not run.report(jobs.TimingResult):
-            missing.append("timing")
-        return missing
 
     def _child_failure(self, run: ChildRun) -> tuple[Status, str] | None:
         """The candidate's run ended early: the status and a one-line message, or None."""
-        for message in run.protocol_errors[:3]:
-            self.judge.add("protocol-violation", message)
-        if run.leftover_processes:
-            self.judge.add("background-process", "the candidate left processes running after its job ended")
+        self._boundary(run)
         error = run.report(protocol.JobError)
         started = run.reports(jobs.TrialStart)
         phase = run.report(jobs.Phase)
@@ -432,11 +431,20 @@ class _Verification(TrialJudging):
         if phase and phase.name == "timing":
             during = " while being timed"
         missing = self._unreported(run)
-        if phase and phase.name == "instructions" and not missing and (error or not run.finished or run.timed_out):
+        in_instructions = phase is not None and phase.name == "instructions"
+        if in_instructions and missing and (error or not run.finished or run.timed_out or run.returncode != 0):
+            # Every check had reported, but the process died compiling its kernels: no pass without the summary
+            # (an exit here is also how a candidate would hide a TF32 kernel).
+            what = error.message if error else run.describe_exit()
+            self.judge.add("evidence-missing", f"the instruction summary is missing ({', '.join(missing[:3])}): "
+                           f"compiling the candidate's kernels failed ({what})", missing=missing)
+            return Status.CRASHED, f"the candidate's process {run.describe_exit()} while its kernels were " \
+                                   "compiled for the instruction summary, which a pass needs"
+        if in_instructions and not missing and (error or not run.finished or run.timed_out):
             what = error.message if error else run.describe_exit()
             self.judge.add("instructions-unavailable",
-                           f"compiling the candidate's kernels for the instruction summary failed ({what}); every "
-                           "check had finished, so the verdict stands on them", Severity.WARNING)
+                           f"compiling the candidate's kernels for the instruction summary failed ({what}) after "
+                           "every kernel's summary was in; the verdict stands on the checks", Severity.WARNING)
             return None
         if run.timed_out:
             # Not evidence of a special case even during a special trial: the job's one time limit covers every
@@ -455,10 +463,13 @@ class _Verification(TrialJudging):
         if not run.finished:
             return self._special_trial_failure(run, started) or (
                 Status.CRASHED, f"the candidate's process {run.describe_exit()}{during}")
-        if missing or run.returncode != 0:
-            # "done" was said, yet the work it stands for is not all there (or the process did not exit cleanly)
-            return Status.CRASHED, (f"the candidate's process {run.describe_exit()} without reporting "
-                                    f"{', '.join(missing[:4]) or 'a clean exit'}{during}")
+        if missing:
+            # "done" was said, yet what a pass depends on is not all there: a clean exit past the checks
+            self.judge.add("evidence-missing", f"the candidate's job ended without reporting "
+                           f"{', '.join(missing[:4])}{during}", missing=missing)
+            return None
+        if run.returncode != 0:
+            return Status.CRASHED, f"the candidate's process {run.describe_exit()} without a clean exit{during}"
         return None
 
     def _special_trial_failure(self, run: ChildRun, started: list[jobs.TrialStart]) -> tuple[Status, str] | None:
@@ -481,8 +492,9 @@ class _Verification(TrialJudging):
     def _judge_kernels(self, run: ChildRun) -> None:
         listed = run.report(jobs.Kernels)
         self.kernels: list[jobs.KernelRecord] = list(listed.kernels) if listed else []
-        if not self.kernels or run.report(protocol.JobError):
+        if listed is None or run.report(protocol.JobError):  # no list at all: evidence-missing says so
             return
+        self._cross_check_kernels(run)
         # The very kernel (full signature) the reference's PyTorch ran: a same-named decoy compiled by the candidate
         # does not make the library's work its own.
         self.kernels = [replace(k, origin="library", source="cuda")
