@@ -136,11 +136,9 @@ def _arrange_mounts(plan: dict[str, Any]) -> list[str]:
     for path, readonly in [*((p, True) for p in plan.get("readonly", ())), *((p, False) for p in plan.get("keep", ()))]:
         with contextlib.suppress(OSError):
             held.append((os.open(path, os.O_PATH | os.O_CLOEXEC), path, os.path.isdir(path), readonly))
-    for path in plan.get("hide", ()):
-        try:
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-        except OSError as exc:
-            notes.append(f"{path} not hidden ({exc.strerror})")
+    inside = [p for p in plan.get("hide", ()) if any(_within(p, h[1]) for h in held)]  # hidden after the binds
+    for path in [p for p in plan.get("hide", ()) if p not in inside]:
+        _hide(path, notes)
     for fd, path, is_dir, readonly in held:  # read-only ones first, then the writable ones inside them
         try:
             if not os.path.lexists(path):  # inside a hidden folder: make the mount point in the tmpfs
@@ -154,7 +152,20 @@ def _arrange_mounts(plan: dict[str, Any]) -> list[str]:
             notes.append(f"{path} not {'read-only' if readonly else 'kept'} ({exc.strerror})")
         finally:
             os.close(fd)
+    for path in inside:
+        _hide(path, notes)
     return notes
+
+
+def _within(path: str, root: str) -> bool:
+    return path != root and path.startswith(root.rstrip("/") + "/")
+
+
+def _hide(path: str, notes: list[str]) -> None:
+    try:
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    except OSError as exc:
+        notes.append(f"{path} not hidden ({exc.strerror})")
 
 
 def _children() -> list[int]:

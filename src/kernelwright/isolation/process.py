@@ -380,8 +380,11 @@ def box_plan(workdir: Path, memory_limit_bytes: int, *, untrusted: bool, keep: S
               str(Path(__file__).resolve().parents[2])]
     kept = [str(workdir.resolve()), *(os.path.realpath(k) for k in keep)]
     kept += [os.path.realpath(p) for p in python if p and os.path.exists(p)]
+    keys = cache / "keys"  # the cache's secret (verify/decoys.py's digests): out of the job's sight
+    with contextlib.suppress(OSError):
+        keys.mkdir(parents=True, exist_ok=True, mode=0o700)
     plan.update(readonly=[str(cache.resolve())] if cache.is_dir() else [],
-                hide=hidden, keep=sorted({k for k in kept if _under(k, hidden) or _under(k, [str(cache.resolve())])}))
+                hide=[*hidden, *([str(keys.resolve())] if keys.is_dir() else [])], keep=sorted({k for k in kept if _under(k, hidden) or _under(k, [str(cache.resolve())])}))
     return plan
 
 
