@@ -627,7 +627,11 @@ class _Verification(TrialJudging, BoundaryJudging):
         findings = self.judge.findings
         errors = sorted((f for f in findings if f.severity is Severity.ERROR), key=headline_rank)
         integrity = [f for f in errors if f.code in INTEGRITY_CODES and not f.details.get("imprecision")]
-        if failure is not None:
+        if failure is not None and failure[0] is Status.CRASHED and integrity:
+            # A process that wrote into the harness's channel, hooked it or broke its box and then died: the
+            # exploit is the verdict, not the crash it caused.
+            status, message = Status.REJECTED, f"{integrity[0].code}: {integrity[0].message}"
+        elif failure is not None:
             status, message = failure
         elif integrity:
             status, message = Status.REJECTED, f"{integrity[0].code}: {integrity[0].message}"
