@@ -562,9 +562,11 @@ CASES: tuple[BoundaryCase, ...] = (
     # during trial 2 (random)" (the forged done is not believed, but nothing names the forgery)
     _case("forged-done-exit", "31 forged report (a done, then a clean exit)", PROTOCOL, "rejected", CPU, SOFTMAX,
           _forged_done_exit),
-    # today: not run (no GPU was reachable from this worktree); expected to pass with the forged 0.004 ms median
+    # before the fix: not run. H100, 2026-12-07, after it: rejected with harness-hook (the audit hook that was to
+    # time the forgery is refused and named, so the forged timing never goes out; were it sent, it would be a second
+    # 'timing' out of its phase, and a summary that its samples do not match)
     _case("forged-timing", "31 forged report (a faster timing after the harness's)", PROTOCOL, "rejected", GPU,
-          SOFTMAX, _forged_timing),
+          SOFTMAX, _forged_timing, codes=(HOOK,)),
     # today: passed (clean; no findings): no cubin, no instruction summary, so no tf32-in-fp32 (corpus.py's
     # precision-tf32, the same kernel without the hook, is rejected today with tf32-in-fp32)
     _case("early-exit-audit-hook", "32 early exit past the checks (an audit hook on the harness's .cubin opens)",
