@@ -249,7 +249,7 @@ def test_derived_sets_keep_their_values() -> None:
         "fp16-in-fp32", "half-in-fp32", "distribution-shortcut", "shape-specialised", "nondeterministic",
         "persisting-l2", "reference-access", "timed-call-mismatch", "beyond-roofline", "output-aliases-input",
         "protocol-violation", "out-of-bounds", "misaligned-access", "shared-memory-race", "uninitialized-read",
-        "barrier-misuse",
+        "barrier-misuse", "evidence-missing", "harness-hook",
     }) == INTEGRITY_CODES  # fmt: skip
     assert frozenset({"degenerate-problem"}) == UNCLEAN_CODES
     assert HEADLINE_ORDER == (

@@ -104,9 +104,8 @@ CATALOGUE: tuple[Code, ...] = (
          "bake in the benchmark's shape", headline=20),
     Code("stale-memory", INTEGRITY, E, "outputs hold the NaN poison of memory the kernel never wrote; write every "
          "output element on every call", headline=21),
-    Code("protocol-violation", INTEGRITY, E, "the job's report channel carried a message the harness does not send "
-         "there: forged, duplicate, unknown, out of order, malformed, truncated or oversized, or the channel or the "
-         "job's box was broken; never write to the harness's channel"),
+    Code("protocol-violation", INTEGRITY, E, "the job's channel carried a message the harness never sends there "
+         "(forged, duplicate, out of order, malformed, oversized) or its channel or box was broken; leave them be"),
     Code("evidence-missing", INTEGRITY, E, "a check a pass depends on never reported (a trial, the kernel list, "
          "the timing or its samples, an integrity check, a kernel's instruction summary): the job ended past it; "
          "let the job run to its end"),
