@@ -1,16 +1,64 @@
-"""The sparse-change trials' inputs (integrity #34), in-process: a few elements of an earlier trial's, changed
-within the input's own values."""
+"""The sparse-change trials (integrity #34), in-process: where the plan puts them, how their inputs are made (a few
+elements of an earlier trial's, changed within the input's own values) and how the candidate's job places them."""
 
 from __future__ import annotations
+
+import types
+from pathlib import Path
 
 import pytest
 import torch
 
-from kernelwright.verify import sparse
+from kernelwright.jobs.records import TrialSpec
+from kernelwright.verify import reference, sparse, tensors, trials
+from kernelwright.verify.candidate import _CandidateJob
+from kernelwright.verify.findings import SPECIAL_TRIAL_CODES
 
 
 def _changed(a: torch.Tensor, b: torch.Tensor) -> list[tuple[int, ...]]:
     return [tuple(i) for i in (a != b).nonzero().tolist()]
+
+
+# -- the plan ---------------------------------------------------------------------------------------------------
+
+
+def test_plan_puts_both_sparse_trials_after_the_random_ones_each_on_a_trial_of_its_own() -> None:
+    plan = trials.plan_trials(100, 6)
+    kinds = [t.kind for t in plan]
+    assert kinds == ["random"] * 6 + ["rewrite", "repoison", "sparse_in_place", "sparse_copy", "scaled",
+                                      "heavy_tailed", "shape"]
+    assert [t.index for t in plan] == list(range(len(plan)))
+    by_kind = {t.kind: t for t in plan}
+    in_place, copy = by_kind[trials.SPARSE_IN_PLACE], by_kind[trials.SPARSE_COPY]
+    # Sources that no earlier special trial rewrote (trial 0's buffers hold the rewrite's values by then).
+    assert {in_place.source, copy.source}.isdisjoint({by_kind["rewrite"].source, by_kind["repoison"].source})
+    assert in_place.source != copy.source and plan[in_place.source].kind == plan[copy.source].kind == trials.RANDOM
+    assert in_place.seed == 100 + in_place.index and copy.seed == 100 + copy.index  # a seed of their own
+    assert in_place.needs_own_reference and copy.needs_own_reference  # new inputs: answered afresh
+    assert in_place.in_place and not copy.in_place and by_kind["rewrite"].in_place
+    assert not any(t.in_place for t in plan if t.kind not in (trials.REWRITE, trials.SPARSE_IN_PLACE))
+    assert trials.plan_trials(100, 6) == plan  # --seed replays the same plan
+
+
+def test_sparse_trials_stay_when_the_optional_trials_are_off() -> None:
+    kinds = [t.kind for t in trials.plan_trials(1, distribution=False, second_shape=False)]
+    assert kinds == ["random"] * 5 + ["rewrite", "repoison", "sparse_in_place", "sparse_copy"]
+
+
+def test_a_sparse_trial_spec_round_trips_and_old_specs_still_read() -> None:
+    spec = TrialSpec(index=7, kind=trials.SPARSE_IN_PLACE, seed=9, source=2)
+    assert TrialSpec.from_json(spec.to_json()) == spec
+    old = TrialSpec.from_json({"index": 5, "kind": "rewrite", "seed": 6, "source": 0})  # no field was added
+    assert old.in_place and old.poison == trials.POISON_NAN
+
+
+def test_a_failure_on_a_sparse_trial_names_output_caching_and_stale_answers() -> None:
+    for kind in trials.SPARSE:
+        code, template = SPECIAL_TRIAL_CODES[kind]
+        message = template.format(source=2, note="input 0: 8 of 4800 elements swapped within their rows")
+        assert code == "output-caching"
+        assert "stale" in message and "only a few elements" in message and "probed" in message
+    assert "pointer" in SPECIAL_TRIAL_CODES[trials.SPARSE_IN_PLACE][1]
 
 
 # -- the inputs -------------------------------------------------------------------------------------------------
@@ -75,6 +123,47 @@ def test_layouts_and_edge_shapes() -> None:
     assert len(_changed(column, c)) == 8 and torch.equal(c.sort(dim=0).values, column.sort(dim=0).values)
     values, note = sparse.sparse_change([torch.ones(5, 5), torch.zeros(3), torch.tensor(2.0), 7], seed=3)
     assert note == "" and values[3] == 7  # nothing can change within its own values: the trial is skipped
+
+
+# -- the jobs ---------------------------------------------------------------------------------------------------
+
+
+def _problem(body: str) -> types.ModuleType:
+    module = types.ModuleType("p")
+    exec(body, module.__dict__)
+    return module
+
+
+def test_the_reference_changes_the_source_trials_inputs_made_again_from_its_seed() -> None:
+    problem = _problem("import torch\ndef get_inputs():\n    return [torch.randn(16, 300), 4]\n")
+    plan = trials.plan_trials(40)
+    seeds = {t.index: t.seed for t in plan}
+    for trial in (t for t in plan if t.kind in trials.SPARSE):
+        (x, n), note = reference._inputs_for(problem, trial, {}, torch.device("cpu"), seeds)
+        source = reference.make_inputs(problem, seeds[trial.source], "cpu")[0]
+        assert n == 4 and "swapped" in note and 0 < len(_changed(source, x)) <= 8
+
+
+def _job(tmp_path: Path) -> types.SimpleNamespace:
+    return types.SimpleNamespace(torch=torch, tensors=tensors, trials=trials, shared=tmp_path, buffers={},
+                                 device=torch.device("cpu"))
+
+
+def test_the_candidate_writes_in_place_through_data_or_into_new_buffers(tmp_path: Path) -> None:
+    job = _job(tmp_path)
+    base = torch.randn(16, 300)
+    changed, _ = sparse.sparse_change([base], seed=1)
+    tensors.save([base], tmp_path / "inputs-2.pt")
+    tensors.save(changed, tmp_path / "inputs-7.pt")
+    tensors.save(changed, tmp_path / "inputs-8.pt")
+    (source,) = _CandidateJob._inputs(job, TrialSpec(index=2, kind=trials.RANDOM, seed=2))
+    address, version = source.data_ptr(), source._version
+    (in_place,) = _CandidateJob._inputs(job, TrialSpec(index=7, kind=trials.SPARSE_IN_PLACE, seed=7, source=2))
+    assert in_place is source and in_place.data_ptr() == address and in_place._version == version
+    assert torch.equal(in_place, changed[0])
+    (copy,) = _CandidateJob._inputs(job, TrialSpec(index=8, kind=trials.SPARSE_COPY, seed=8, source=3))
+    assert copy.data_ptr() != address and torch.equal(copy, changed[0])
+    assert set(job.buffers) == {2, 7, 8}  # every trial's buffers stay alive: new addresses for the next
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])

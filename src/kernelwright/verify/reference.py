@@ -22,7 +22,7 @@ from kernelwright.isolation.protocol import Note
 from kernelwright.jobs import DeviceFacts, ReferenceKernels, ReferenceSpec, ReferenceTrial, Semantics, Work
 from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
-from kernelwright.verify import roofline, runtime, tensors, trials
+from kernelwright.verify import roofline, runtime, sparse, tensors, trials
 
 PROBLEM_MODULE = "kernelwright_problem"
 SCALE_FACTORS = (64.0, 8.0)
@@ -298,6 +298,8 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         shape_change = _second_shape(module, dict(spec.size_globals), init_seed, plan[0].seed)
     first_inputs: list[Any] | None = None
     first_outputs: list[torch.Tensor] | None = None
+    seeds = {t.index: t.seed for t in plan}
+    finite: dict[int, bool] = {}  # the trials answered so far: whether the answer is finite
 
     for trial in plan:
         gpu_lock.give_way()  # a waiting measurement goes before the next trial's reference
@@ -308,17 +310,27 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
             channel.send(ReferenceTrial(index=trial.index, kind=trial.kind,
                                         skipped="no size global can change without changing the model's constructor"))
             continue
-        inputs, note = _inputs_for(module, trial, shape_change, device)
+        if trial.kind in trials.SPARSE and trial.source not in finite:
+            channel.send(ReferenceTrial(index=trial.index, kind=trial.kind, skipped="its source trial was skipped"))
+            continue
+        inputs, note = _inputs_for(module, trial, shape_change, device, seeds)
+        if trial.kind in trials.SPARSE and not note:
+            channel.send(ReferenceTrial(index=trial.index, kind=trial.kind,
+                                        skipped="no input element can change within the input's own values"))
+            continue
         before = _buffers(model) if trial.index == 0 else {}
         answer = answers.run(trial, inputs, note, base_finite)
         if trial.index == 0:
             _save_state_change(model, before, private / trials.STATE_FILE, answers.model64)
         native, ref64, inputs, note, skipped = answer
+        if not skipped and trial.kind in trials.SPARSE and finite[trial.source] and not _all_finite(native):
+            skipped = "the reference is not finite on the changed inputs: they leave the problem's domain"
         if skipped or native is None:
             channel.send(ReferenceTrial(index=trial.index, kind=trial.kind, skipped=skipped or "no reference"))
             continue
+        finite[trial.index] = _all_finite(native)
         if trial.kind == trials.RANDOM:
-            base_finite = base_finite and _all_finite(native)
+            base_finite = base_finite and finite[trial.index]
         if trial.index == 0:
             first_inputs, first_outputs = inputs, native
         _check_scratch({shared: _nbytes(inputs), private: _nbytes(native) + _nbytes(ref64)},
@@ -393,9 +405,14 @@ def _save_state_change(model: torch.nn.Module, before: dict[str, torch.Tensor], 
         torch.save({"native": changed, "fp64": fp64}, path)
 
 
-def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, int],
-                device: torch.device) -> tuple[list[Any], str]:
-    """A trial's inputs (at the second shape for the shape trial) and the note that says how they were made."""
+def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, int], device: torch.device,
+                seeds: dict[int, int]) -> tuple[list[Any], str]:
+    """A trial's inputs (at the second shape for the shape trial; its source's, made again from the source's seed,
+    with a few elements changed for a sparse trial) and the note that says how they were made. ``seeds``: each
+    planned trial's."""
+    if trial.kind in trials.SPARSE:
+        assert trial.source is not None
+        return sparse.sparse_change(make_inputs(module, seeds[trial.source], device), trial.seed)
     if trial.kind != trials.SHAPE:
         return make_inputs(module, trial.seed, device), ""
     saved = {name: getattr(module, name) for name in shape_change}
