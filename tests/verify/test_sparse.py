@@ -68,9 +68,9 @@ def test_a_few_elements_change_spread_over_the_tensor_within_their_rows() -> Non
     x = torch.randn(64, 300)
     (y,), note = sparse.sparse_change([x], seed=11)
     where = _changed(x, y)
-    assert len(where) == 2 * sparse.SWAPS_PER_INPUT and note == "input 0: 8 of 19200 elements swapped within their rows"
+    assert len(where) == 2 * sparse.CHANGES_PER_INPUT and note == "input 0: 8 of 19200 elements swapped within their rows"
     rows = sorted({r for r, _ in where})
-    assert len(rows) == sparse.SWAPS_PER_INPUT and rows[0] < 16 and rows[-1] >= 48  # one swap per stretch
+    assert len(rows) == sparse.CHANGES_PER_INPUT and rows[0] < 16 and rows[-1] >= 48  # one swap per stretch
     assert torch.equal(x.sort(dim=1).values, y.sort(dim=1).values)  # every row keeps its values
     assert all(abs(float(x[i]) - float(y[i])) > 0.25 for i in where)  # a meaningful move (half the rows' spread)
     assert y.dtype == x.dtype and y.device == x.device and y.data_ptr() != x.data_ptr()
@@ -134,14 +134,62 @@ def _problem(body: str) -> types.ModuleType:
     return module
 
 
-def test_the_reference_changes_the_source_trials_inputs_made_again_from_its_seed() -> None:
+class _RowSum(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return x.sum(dim=-1) * n
+
+
+class _Constant(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return torch.zeros(3) + n
+
+
+def _sparse_answer(model: torch.nn.Module, trial: TrialSpec, seed: int):
     problem = _problem("import torch\ndef get_inputs():\n    return [torch.randn(16, 300), 4]\n")
+    answers = reference._Answers(model, torch.device("cpu"))
+    source = reference.make_inputs(problem, seed, "cpu")
+    earlier = reference._run(model, source, torch.device("cpu"))
+    return source, reference._sparse_answer(answers, problem, trial, seed, torch.device("cpu"), earlier)
+
+
+def test_the_reference_changes_the_source_trials_inputs_made_again_from_its_seed() -> None:
     plan = trials.plan_trials(40)
-    seeds = {t.index: t.seed for t in plan}
     for trial in (t for t in plan if t.kind in trials.SPARSE):
-        (x, n), note = reference._inputs_for(problem, trial, {}, torch.device("cpu"), seeds)
-        source = reference.make_inputs(problem, seeds[trial.source], "cpu")[0]
-        assert n == 4 and "swapped" in note and 0 < len(_changed(source, x)) <= 8
+        source, (native, ref64, inputs, note, skipped) = _sparse_answer(_Softmax(), trial, plan[trial.source].seed)
+        assert skipped is None and note == "input 0: 8 of 4800 elements swapped within their rows"
+        assert inputs[1] == 4 and 0 < len(_changed(source[0], inputs[0])) <= 8
+        assert torch.equal(native[0], torch.softmax(inputs[0], dim=-1)) and ref64[0].dtype == torch.float64
+
+
+class _Softmax(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def test_a_change_the_answer_does_not_see_gives_way_to_the_next_level_or_skips_the_trial() -> None:
+    trial = trials.plan_trials(40)[8]
+    # A sum over the rows does not see a swap within them: the swap moves along the columns instead.
+    source, (native, _, inputs, note, skipped) = _sparse_answer(_RowSum(), trial, 42)
+    assert skipped is None and "swapped along dimension 0" in note
+    assert not torch.equal(native[0], _RowSum()(source[0], 4))
+    _, (native, _, _, note, skipped) = _sparse_answer(_Constant(), trial, 42)
+    assert native is None and skipped == "the answer does not change beyond the tolerance when a few elements of the inputs do"
+
+
+def test_levels_move_along_columns_then_copy_values_a_row_holds() -> None:
+    x = torch.randn(16, 300)
+    (across,), note = sparse.sparse_change([x], seed=3, level=1)
+    assert note.endswith("swapped along dimension 0") and torch.equal(x.sort(0).values, across.sort(0).values)
+    assert not torch.equal(x.sum(1), across.sum(1))
+    (copied,), note = sparse.sparse_change([x], seed=3, level=2)
+    where = _changed(x, copied)
+    assert note == "input 0: 4 of 4800 elements overwritten by others of their rows" and len(where) == 4
+    assert all(bool((x[r] == copied[r, c]).any()) for r, c in where)  # a value its row holds
+    sym = torch.randn(9, 9)
+    sym = sym + sym.t()
+    assert sparse.sparse_change([sym], seed=3, level=1)[1] == ""  # no swaps between a batch's matrices
+    (s,), _ = sparse.sparse_change([sym], seed=3, level=2)
+    assert not torch.equal(s, sym) and torch.equal(s, s.t())
 
 
 def _job(tmp_path: Path) -> types.SimpleNamespace:

@@ -54,7 +54,7 @@ def forward_seed(seed: int) -> int:
     (native and float64) and the candidate's alike, as KernelBench's harness seeds before each model call: a forward
     that draws random numbers itself (level 3's 35_LSTM draws its initial states with ``torch.randn``) draws the
     same ones in both, whatever each process did with the generator before. A repoison trial reuses its source's
-    seed, so its draws are its source's too."""
+    seed, so its draws are its source's too; a sparse trial has its own (its inputs are new, and so is its answer)."""
     return (seed * 0x9E3779B1 + 0x5EED) % (1 << 31)
 
 
