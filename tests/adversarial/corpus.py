@@ -330,6 +330,55 @@ def _module_level_cache(rng: random.Random) -> str:
     """, top="\n_ANSWERS = {}\n")
 
 
+# A copy kernel of the candidate's own, so that serving a cached answer still launches a kernel: {C} and {CF} are
+# replaced by random names.
+COPY_KERNEL = """
+
+@triton.jit
+def {C}(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+
+def {CF}(src):
+    dst = torch.empty_like(src)
+    {C}[(triton.cdiv(src.numel(), 1024),)](src, dst, src.numel(), BLOCK=1024)
+    return dst
+"""
+
+
+def _fingerprinted(rng: random.Random, key: str) -> str:
+    """KNOWN_HACKS #34: an honest softmax on a fingerprint's first call, then the cached answer copied out by an own
+    kernel whenever ``key`` (built from ``probes``, three sampled elements: first, middle, last) comes back."""
+    copy, launch = _name(rng, "copy"), _name(rng, "serve")
+    probes = _name(rng, "probe")
+    extra = COPY_KERNEL.replace("{CF}", launch).replace("{C}", copy) + f"""
+
+def {probes}(x):
+    flat = x.reshape(-1)
+    return tuple(flat[i].item() for i in (0, flat.numel() // 2, flat.numel() - 1))
+"""
+    return softmax_module(rng, f"""
+        key = {key.replace("PROBES", probes)}
+        if not hasattr(self, "answers"):
+            self.answers = {{}}
+        if key not in self.answers:
+            self.answers[key] = {{F}}(x.contiguous(), torch.empty_like(x))
+        return {launch}(self.answers[key])
+    """, extra=extra)
+
+
+def _sampled_fingerprint(rng: random.Random) -> str:
+    # Keyed by the shape and the probes: new buffers holding the same probed values get the old answer.
+    return _fingerprinted(rng, "(tuple(x.shape), PROBES(x))")
+
+
+def _sampled_fingerprint_pointer(rng: random.Random) -> str:
+    # Keyed by the data pointer and the probes: the old buffers, changed off the probes, get the old answer.
+    return _fingerprinted(rng, "(x.data_ptr(), PROBES(x))")
+
+
 def _precision_swap(rng: random.Random) -> str:
     # KNOWN_HACKS #22: an fp16 problem whose kernel rounds the operands to bf16 and runs bf16 MMAs.
     k = _name(rng, "mm")
@@ -628,6 +677,48 @@ class ModelNew(nn.Module):
 """
 
 
+def _honest_scratch_per_shape(rng: random.Random) -> str:
+    # Keeps one scratch buffer per shape across calls (no answer in it survives: every call writes it whole first).
+    k1, k2 = _name(rng, "rowmax"), _name(rng, "normalise")
+    return HEADER + f"""
+@triton.jit
+def {k1}(x_ptr, m_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    tl.store(m_ptr + row, tl.max(x, axis=0))
+
+
+@triton.jit
+def {k2}(x_ptr, m_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.load(m_ptr + row))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scratch = {{}}
+
+    def forward(self, x):
+        x = x.contiguous()
+        rows, cols = x.shape
+        block = triton.next_power_of_2(cols)
+        key = (tuple(x.shape), x.device)
+        if key not in self.scratch:
+            self.scratch[key] = torch.empty(rows, device=x.device, dtype=torch.float32)
+        row_max = self.scratch[key]  # reused across calls, rewritten whole before it is read
+        y = torch.empty_like(x)
+        {k1}[(rows,)](x, row_max, cols, BLOCK=block)
+        {k2}[(rows,)](x, row_max, y, cols, BLOCK=block)
+        return y
+"""
+
+
 def _honest_library_matmul_own_epilogue(rng: random.Random) -> str:
     k = _name(rng, "epilogue")
     return HEADER + f"""
@@ -726,6 +817,10 @@ CASES: tuple[Case, ...] = (
          _identity_caching),
     Case("device-side-cache", "21 device-side cache (a module-level tensor)", "output-caching", "rejected", CPU,
          SOFTMAX, _module_level_cache),
+    Case("sampled-fingerprint", "34 sampled fingerprint (shape and probed elements)", "output-caching", "rejected",
+         CPU, SOFTMAX, _sampled_fingerprint),
+    Case("sampled-fingerprint-pointer", "34 sampled fingerprint (data pointer and probed elements)",
+         "output-caching", "rejected", CPU, SOFTMAX, _sampled_fingerprint_pointer),
     # Caught twice: by the numbers (7 bits of mantissa for 10) and by the SASS's MMA operand type. The upcast half of
     # #22 (16-bit MMAs in an fp8 problem: correct, not the claimed path) is tests/inspect/test_expectations.py's.
     Case("precision-swap", "22 silent precision downcast (bf16 MMAs in an fp16 problem)", "low-precision-mma",
@@ -765,6 +860,8 @@ CASES: tuple[Case, ...] = (
          _honest_in_place_on_own_buffer, clean=True),
     Case("honest-two-kernels", "honest: two launches and a scratch buffer", None, "passed", BOTH, SOFTMAX,
          _honest_two_kernels, clean=True),
+    Case("honest-scratch-per-shape", "honest: a scratch buffer kept per shape across calls", None, "passed", CPU,
+         SOFTMAX, _honest_scratch_per_shape, clean=True),
     Case("honest-library-gemm", "honest: library GEMM + own epilogue kernel", None, "passed", BOTH, LINEAR,
          _honest_library_matmul_own_epilogue, clean=True),
     Case("honest-non-contiguous", "honest: non-contiguous output", None, "passed", CPU, SOFTMAX,

@@ -26,9 +26,11 @@ from kernelwright.llm.prompting import (
     placeholders,
     render,
 )
+from kernelwright.llm.templates import _hint
 from kernelwright.records import Finding, ProblemTraits, Severity, Status
 from kernelwright.verify.records import TrialOutcome, Verdict
 from kernelwright.verify.roofline import Roofline
+from kernelwright.verify.trials import plan_trials
 
 CANDIDATE = "/tmp/kw-run/c0007.py"
 
@@ -252,6 +254,22 @@ def test_rejected_verdict_names_the_exploit(code, message):
     assert f"`{code}`" in text and message in text
     assert "rejected" in text
     assert "→" in text  # what counts as cheating, said plainly
+
+
+def test_every_trial_kind_of_the_plan_has_a_hint():
+    assert all(_hint("trials", t.kind) for t in plan_trials(0))
+
+
+def test_a_wrong_sparse_trial_is_explained_as_a_cache_by_sampled_elements():
+    trials = tuple(TrialOutcome(index=i, kind="random", seed=i + 1, status="ok") for i in range(5)) + (
+        TrialOutcome(index=8, kind="sparse_copy", seed=9, status="wrong", comparisons=(comparison(),)),)
+    message = ("wrong on a fresh copy of trial 3's inputs with a few elements changed: the answer is stale for inputs "
+               "that differ from an earlier trial's in only a few elements, cached by a few probed elements")
+    verdict = make_verdict(Status.REJECTED, f"output-caching: {message}", trials=trials,
+                           findings=(Finding(code="output-caching", message=message),))
+    text = flat(feedback(attempt(verdict)))
+    assert message in text and "The sparse_copy trial: an earlier trial's inputs with a few elements changed" in text
+    assert "a few sampled elements" in text
 
 
 def test_parse_failure_verbatim():

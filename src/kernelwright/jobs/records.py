@@ -99,6 +99,12 @@ class DeviceFacts(Report):
 RANDOM = "random"  # fresh get_inputs() under a new seed, in new buffers
 REWRITE = "rewrite"  # new values written in place into an earlier trial's buffers (same addresses)
 REPOISON = "repoison"  # an earlier trial's inputs again, with a different poison pattern in free memory
+# An earlier random trial's inputs with a few elements changed (verify/sparse.py), written into that trial's own
+# buffers through .data (same addresses, version counter unchanged) or into new buffers: an answer cached by a few
+# probed elements, or by the data pointer and probes, is stale there (integrity #34).
+SPARSE_IN_PLACE = "sparse_in_place"
+SPARSE_COPY = "sparse_copy"
+SPARSE = (SPARSE_IN_PLACE, SPARSE_COPY)
 SCALED = "scaled"  # float inputs multiplied by a large factor
 HEAVY_TAILED = "heavy_tailed"  # float inputs multiplied by log-normal noise (outliers, same signs)
 SHAPE = "shape"  # the problem's size globals changed (a second shape)
@@ -114,12 +120,17 @@ class TrialSpec(Record):
     index: int
     kind: str
     seed: int
-    source: int | None = None  # REWRITE: whose buffers; REPOISON: whose inputs
+    source: int | None = None  # REWRITE, SPARSE_IN_PLACE: whose buffers; REPOISON, SPARSE_*: whose inputs
     poison: str = POISON_NAN
 
     @property
     def needs_own_reference(self) -> bool:
         return self.kind != REPOISON
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the candidate writes this trial's inputs into its source trial's buffers instead of new ones."""
+        return self.kind in (REWRITE, SPARSE_IN_PLACE)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -102,11 +102,14 @@ def verdict_options_key(*, device: str, policy: Any, reduced: bool) -> str:
     """The options key of a search's verdicts (``policy``: a generate ``Policy``). What, besides problem, source, arch and toolchain, changes a verdict (for the verdict cache) — including the
     verifier's own version and settings, so a stronger protocol never inherits an old "passed"."""
     from kernelwright.config import config
+    from kernelwright.verify.trials import plan_trials
     from kernelwright.version import __version__
 
+    # The plan's kinds too: a trial added to the protocol (the sparse ones) makes earlier verdicts stale.
+    kinds = [t.kind for t in plan_trials(0, config.trials)]
     return json.dumps({"device": device, "allow_tf32": policy.allow_tf32,
                        "allow_reduced_precision": policy.allow_reduced_precision, "reduced_sizes": reduced,
-                       "kernelwright": __version__, "trials": config.trials}, sort_keys=True)
+                       "kernelwright": __version__, "trials": config.trials, "trial_kinds": kinds}, sort_keys=True)
 
 
 # ------------------------------------------------------------------------------------------------------ records

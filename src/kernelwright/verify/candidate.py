@@ -263,7 +263,9 @@ class _CandidateJob:
 
         source_index = trial.source if trial.kind == trials.REPOISON else trial.index
         cpu_inputs = tensors.load(self.shared / f"inputs-{source_index}.pt")
-        if trial.kind == trials.REWRITE:
+        if trial.in_place:
+            # The rewrite's fresh values, or a sparse trial's few changed elements (copied whole: the rest equal
+            # what the source's buffers hold), go into the source trial's own buffers, at the same addresses.
             dev = self.buffers[trial.source]
             for buf, value in zip(dev, cpu_inputs):
                 if isinstance(buf, torch.Tensor):
@@ -272,7 +274,8 @@ class _CandidateJob:
                     buf.data.copy_(value)
         else:
             dev = tensors.to_device(cpu_inputs, self.device)
-        # Every trial's buffers stay alive until the trials end: each trial's inputs are at new addresses.
+        # Every trial's buffers stay alive until the trials end: each trial's inputs are at new addresses (an
+        # in-place trial's at its source's).
         self.buffers[trial.index] = dev
         return dev
 
@@ -394,7 +397,8 @@ class _CandidateJob:
         if not (device.type == "cuda" and timing is not None and clock is not None):
             return
         channel.send(Phase(name="timing"))
-        # Fresh device copies of the first random trials' inputs (trial 0's own buffers were rewritten in place).
+        # Fresh device copies of the first random trials' inputs (the in-place trials rewrote trial 0's and
+        # trial 2's own buffers).
         timed_trials = [t.index for t in self.plan if t.kind == trials.RANDOM][: self.spec.n_sets]
         sets = [tensors.to_device(tensors.load(self.shared / f"inputs-{i}.pt"), device) for i in timed_trials]
         _check_access_policy(channel)

@@ -79,7 +79,8 @@ CATALOGUE: tuple[Code, ...] = (
     Code("beyond-roofline", INTEGRITY, E, "measured faster than 0.9x the physical floor of the work: work skipped or "
          "replayed; do all of the work on every call", headline=9),
     Code("output-caching", INTEGRITY, E, "an earlier call's output came back for new inputs (cached by address, "
-         "identity or shape); compute the outputs from the inputs on every call", headline=10),
+         "identity, shape or a few sampled elements); compute the outputs from the inputs on every call",
+         headline=10),
     Code("input-mutation", INTEGRITY, E, "forward changed its inputs in place; never write into the inputs, allocate "
          "outputs and scratch buffers", headline=11),
     Code("output-aliases-input", INTEGRITY, E, "an output shares memory with an input where the reference's does "

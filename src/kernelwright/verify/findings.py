@@ -34,6 +34,13 @@ def headline_rank(finding: Finding) -> int:
 SPECIAL_TRIAL_CODES = {
     trials.REWRITE: ("output-caching", "wrong after new values were written into trial {source}'s input buffers "
                                        "in place: results are cached by address or shape"),
+    trials.SPARSE_IN_PLACE: ("output-caching", "wrong after a few elements of trial {source}'s inputs were changed "
+                                               "in its own buffers ({note}): the answer is stale for inputs that "
+                                               "differ from an earlier trial's in only a few elements, cached by a "
+                                               "few probed elements or by the data pointer"),
+    trials.SPARSE_COPY: ("output-caching", "wrong on a fresh copy of trial {source}'s inputs with a few elements "
+                                           "changed ({note}): the answer is stale for inputs that differ from an "
+                                           "earlier trial's in only a few elements, cached by a few probed elements"),
     trials.REPOISON: ("nondeterministic", "wrong when free memory holds a different poison pattern: the result "
                                           "depends on uninitialised memory"),
     trials.SCALED: ("distribution-shortcut", "wrong on scaled inputs ({note}): correct only for the test "

@@ -163,9 +163,7 @@ class TrialJudging:
             if not key:
                 continue
             if wrong and key in seen and answer(seen[key]) != answer(index):
-                self.judge.add("output-caching",
-                               f"trial {index} returned exactly the output of trial {seen[key]}, whose inputs were "
-                               "different: outputs are replayed from a cache", trial=index, replayed=seen[key])
+                self.judge.add("output-caching", _replay_message(trial, seen[key]), trial=index, replayed=seen[key])
             else:
                 seen[key] = index
 
@@ -189,3 +187,14 @@ class TrialJudging:
                                    f"a timed call returned a wrong answer (input set {set_index}, output {j}: "
                                    f"{c.reason}); the candidate behaves differently while timed")
                     return
+
+
+def _replay_message(trial: trials.TrialSpec, replayed: int) -> str:
+    """What a trial that returned exactly an earlier trial's output shows: a sparse trial that returned its own
+    source's answer was served by a cache that looked at a few elements (or the address), not at all of them."""
+    if trial.kind in trials.SPARSE and replayed == trial.source:
+        return (f"trial {trial.index} returned exactly the output of trial {replayed}, whose inputs differ from its "
+                "own in only a few elements: the answer is stale, cached by a few probed elements or by the data "
+                "pointer")
+    return (f"trial {trial.index} returned exactly the output of trial {replayed}, whose inputs were different: "
+            "outputs are replayed from a cache")

@@ -22,7 +22,7 @@ from kernelwright.isolation.protocol import Note
 from kernelwright.jobs import DeviceFacts, ReferenceKernels, ReferenceSpec, ReferenceTrial, Semantics, Work
 from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
-from kernelwright.verify import roofline, runtime, tensors, trials
+from kernelwright.verify import compare, roofline, runtime, sparse, tensors, trials
 
 PROBLEM_MODULE = "kernelwright_problem"
 SCALE_FACTORS = (64.0, 8.0)
@@ -298,6 +298,9 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         shape_change = _second_shape(module, dict(spec.size_globals), init_seed, plan[0].seed)
     first_inputs: list[Any] | None = None
     first_outputs: list[torch.Tensor] | None = None
+    seeds = {t.index: t.seed for t in plan}
+    sparse_sources = {t.source for t in plan if t.kind in trials.SPARSE}
+    kept: dict[int, list[torch.Tensor]] = {}  # the answers of the sparse trials' sources (host copies)
 
     for trial in plan:
         gpu_lock.give_way()  # a waiting measurement goes before the next trial's reference
@@ -308,11 +311,18 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
             channel.send(ReferenceTrial(index=trial.index, kind=trial.kind,
                                         skipped="no size global can change without changing the model's constructor"))
             continue
-        inputs, note = _inputs_for(module, trial, shape_change, device)
-        before = _buffers(model) if trial.index == 0 else {}
-        answer = answers.run(trial, inputs, note, base_finite)
-        if trial.index == 0:
-            _save_state_change(model, before, private / trials.STATE_FILE, answers.model64)
+        if trial.kind in trials.SPARSE:
+            if trial.source not in kept:
+                channel.send(ReferenceTrial(index=trial.index, kind=trial.kind,
+                                            skipped="its source trial was skipped"))
+                continue
+            answer = _sparse_answer(answers, module, trial, seeds[trial.source], device, kept[trial.source])
+        else:
+            inputs, note = _inputs_for(module, trial, shape_change, device)
+            before = _buffers(model) if trial.index == 0 else {}
+            answer = answers.run(trial, inputs, note, base_finite)
+            if trial.index == 0:
+                _save_state_change(model, before, private / trials.STATE_FILE, answers.model64)
         native, ref64, inputs, note, skipped = answer
         if skipped or native is None:
             channel.send(ReferenceTrial(index=trial.index, kind=trial.kind, skipped=skipped or "no reference"))
@@ -329,6 +339,8 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         with gpu_lock.idle():  # writing to disk needs no device: a waiting measurement may run meanwhile
             tensors.save(host["inputs"], shared / f"inputs-{trial.index}.pt")
             torch.save({"native": host["native"], "fp64": host["fp64"]}, private / f"ref-{trial.index}.pt")
+        if trial.index in sparse_sources:
+            kept[trial.index] = host["native"]
         del host
         device_inputs = [v for v in inputs if isinstance(v, torch.Tensor)]
         channel.send(ReferenceTrial(
@@ -407,6 +419,44 @@ def _inputs_for(module: Any, trial: trials.TrialSpec, shape_change: dict[str, in
         for name, value in saved.items():
             setattr(module, name, value)
     return inputs, ", ".join(f"{n} {saved[n]}->{v}" for n, v in shape_change.items())
+
+
+def _sparse_answer(answers: _Answers, module: Any, trial: trials.TrialSpec, source_seed: int, device: torch.device,
+                   earlier: list[torch.Tensor]) -> tuple[Any, Any, list[Any], str, str | None]:
+    """A sparse trial's answer, as :meth:`_Answers.run` gives one: the source trial's inputs, made again from its
+    seed, with a few elements changed at the first level of :mod:`sparse` whose answer the source's (``earlier``)
+    would fail and that stays finite where that one is — a change the answer does not see catches no cache."""
+    source = make_inputs(module, source_seed, device)
+    skipped = "no input element can change within the input's own values"
+    for level in range(sparse.LEVELS):
+        inputs, note = sparse.sparse_change(source, trial.seed, level)
+        if not note:
+            continue
+        native, ref64, inputs, note, skipped = answers.run(trial, inputs, note, True)
+        if skipped or native is None:
+            return native, ref64, inputs, note, skipped
+        if _all_finite(earlier) and not _all_finite(native):
+            skipped = "the reference is not finite on the changed inputs: they leave the problem's domain"
+        elif _stale_would_pass(earlier, native, ref64, device):
+            skipped = "the answer does not change beyond the tolerance when a few elements of the inputs do"
+        else:
+            return native, ref64, inputs, note, None
+    return None, None, [], "", skipped
+
+
+def _stale_would_pass(earlier: list[torch.Tensor], native: list[torch.Tensor], ref64: list[torch.Tensor] | None,
+                      device: torch.device) -> bool:
+    """Whether the source trial's answer (``earlier``) would be judged right for these inputs, under the default
+    tolerance (verify/compare.py): then the change is one the answer does not see (a swap within the rows a sum over
+    them reads, moving only its rounding), and a cache serving the old answer would pass."""
+    if len(earlier) != len(native):
+        return False
+    for j, (old, new) in enumerate(zip(earlier, native)):
+        if old.shape != new.shape or old.dtype != new.dtype:
+            return False
+        if not compare.compare(old, new, ref64[j] if ref64 is not None else None, device=device.type).ok:
+            return False
+    return True
 
 
 class _Answers:

@@ -388,9 +388,10 @@ class _Verification(TrialJudging, BoundaryJudging):
 
     # -- candidate ----------------------------------------------------------------------------------------------
     def _candidate(self, ref_trials: dict[int, jobs.ReferenceTrial]) -> ChildRun:
+        # A trial drawn on another (a repoison's inputs, an in-place trial's buffers) runs only where that one does.
         runnable = [t for t in self.plan
                     if not ref_trials.get(t.index, UNREPORTED).skipped
-                    and (t.kind != trials.REPOISON or not ref_trials.get(t.source, UNREPORTED).skipped)]
+                    and (t.source is None or not ref_trials.get(t.source, UNREPORTED).skipped)]
         expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, UNREPORTED).outputs)
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
