@@ -361,6 +361,23 @@ def _under(path: str, roots: Sequence[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+def _shared_lock_files() -> list[str]:
+    """The GPU lock's files (a parallel bench's): every job on a GPU takes turns on them, so an untrusted job keeps
+    them in view and writable wherever they lie (made here, since only an existing file can be bound)."""
+    from kernelwright.config import config
+    from kernelwright.hardware import gpu_lock
+
+    path = config.gpu_lock or ""
+    if not path:
+        return []
+    found = []
+    for name in (path, path + ".gate", gpu_lock.hold_log(path)):
+        with contextlib.suppress(OSError):
+            os.close(os.open(name, os.O_RDWR | os.O_CREAT, 0o600))
+            found.append(os.path.realpath(name))
+    return found
+
+
 def box_plan(workdir: Path, memory_limit_bytes: int, *, untrusted: bool, keep: Sequence[str] = ()) -> dict[str, Any]:
     """What :mod:`kernelwright.isolation.box` arranges for one job. Every job: its own PID namespace (or a
     subreaper), no capabilities, the memory limit. An untrusted job besides: the kernelwright cache read-only, the
@@ -378,7 +395,7 @@ def box_plan(workdir: Path, memory_limit_bytes: int, *, untrusted: bool, keep: S
     python = [sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
               *sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep),
               str(Path(__file__).resolve().parents[2])]
-    kept = [str(workdir.resolve()), *(os.path.realpath(k) for k in keep)]
+    kept = [str(workdir.resolve()), *(os.path.realpath(k) for k in keep), *_shared_lock_files()]
     kept += [os.path.realpath(p) for p in python if p and os.path.exists(p)]
     keys = cache / "keys"  # the cache's secret (verify/decoys.py's digests): out of the job's sight
     with contextlib.suppress(OSError):
