@@ -139,6 +139,11 @@ class _RowSum(torch.nn.Module):
         return x.sum(dim=-1) * n
 
 
+class _ArgMax(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return x.argmax(dim=-1)
+
+
 class _Constant(torch.nn.Module):
     def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
         return torch.zeros(3) + n
@@ -172,11 +177,14 @@ def test_a_change_the_answer_does_not_see_gives_way_to_the_next_level_or_skips_t
     source, (native, _, inputs, note, skipped) = _sparse_answer(_RowSum(), trial, 42)
     assert skipped is None and "swapped along dimension 0" in note
     assert not torch.equal(native[0], _RowSum()(source[0], 4))
+    # An argmax reads only each row's largest element: it is what moves.
+    _, (native, _, _, note, skipped) = _sparse_answer(_ArgMax(), trial, 42)
+    assert skipped is None and "swapped with their row's largest" in note
     _, (native, _, _, note, skipped) = _sparse_answer(_Constant(), trial, 42)
     assert native is None and skipped == "the answer does not change beyond the tolerance when a few elements of the inputs do"
 
 
-def test_levels_move_along_columns_then_copy_values_a_row_holds() -> None:
+def test_levels_move_along_columns_copy_values_a_row_holds_then_move_its_extremes() -> None:
     x = torch.randn(16, 300)
     (across,), note = sparse.sparse_change([x], seed=3, level=1)
     assert note.endswith("swapped along dimension 0") and torch.equal(x.sort(0).values, across.sort(0).values)
@@ -185,6 +193,11 @@ def test_levels_move_along_columns_then_copy_values_a_row_holds() -> None:
     where = _changed(x, copied)
     assert note == "input 0: 4 of 4800 elements overwritten by others of their rows" and len(where) == 4
     assert all(bool((x[r] == copied[r, c]).any()) for r, c in where)  # a value its row holds
+    for level, extreme in ((3, torch.amax), (4, torch.amin)):
+        (moved,), note = sparse.sparse_change([x], seed=3, level=level)
+        rows = sorted({r for r, _ in _changed(x, moved)})
+        assert len(rows) == 4 and torch.equal(x.sort(1).values, moved.sort(1).values)
+        assert all(bool((moved[r] != x[r])[x[r] == extreme(x[r])].all()) for r in rows)  # the extreme moved
     sym = torch.randn(9, 9)
     sym = sym + sym.t()
     assert sparse.sparse_change([sym], seed=3, level=1)[1] == ""  # no swaps between a batch's matrices

@@ -428,7 +428,7 @@ def _sparse_answer(answers: _Answers, module: Any, trial: trials.TrialSpec, sour
     would fail and that stays finite where that one is — a change the answer does not see catches no cache."""
     source = make_inputs(module, source_seed, device)
     skipped = "no input element can change within the input's own values"
-    for level in range(sparse.LEVELS):
+    for level in range(len(sparse.LEVELS)):
         inputs, note = sparse.sparse_change(source, trial.seed, level)
         if not note:
             continue

@@ -6,14 +6,15 @@ trial changes nearly every element, so such a cache never hits wrongly there. He
 input change, at positions spread over the tensor and drawn from the trial's seed, and nothing else does: the
 reference computes the answer for them, and a cached one is stale.
 
-The changes keep the problem's input domain as far as the values show it, in three levels the reference tries in
-turn until the answer differs from the source trial's (a change the answer does not see catches no cache):
+The changes keep the problem's input domain as far as the values show it, in levels the reference tries in turn
+until the source trial's answer would be wrong for them (a change the answer does not see catches no cache):
 
 0. swaps of two elements of one row (the last dimension): every row keeps its values, so a row of probabilities
    still sums to one, a row of indices holds the same indices, a permutation stays one;
 1. swaps along the first dimension instead (a column): each row's values change, where a reduction over the rows'
    elements (a sum, a max, a norm) does not see a swap within them;
-2. an element overwritten by another of its row: the row's values change, but stay values the input holds.
+2. an element overwritten by another of its row: the row's values change, but stay values the input holds;
+3. and 4. swaps with the row's largest or smallest element, where only an extreme is read (an argmax, an argmin).
 
 A float change moves finite non-zero values only, so a triangular or masked input keeps its zeros and its
 infinities, and each by at least half its row's spread where the row allows. A symmetric matrix gets the mirrored
@@ -24,18 +25,32 @@ it). Integer and bool inputs (indices, lengths, masks) change only where no floa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 
-LEVELS = 3  # rows, columns, copies: tried in turn by the reference (reference.py)
 CHANGES_PER_INPUT = 4  # changes of each input, one per quarter of its elements: up to 8 elements (16 mirrored)
 DRAWS_PER_POSITION = 4  # tries for a usable position in each quarter (a triangular input is half zeros)
 PARTNER_DRAWS = 64  # the row elements a partner is chosen among (a row can be millions of elements long)
 MIN_STEP = 0.5  # a value moves by at least this fraction of its row's spread, where one in the draw does
 SEED_SALT = 0x5BA25E  # the positions' generator is not the one get_inputs drew the values from
 
-_NOTES = ("swapped within their rows", "swapped along dimension {dim}", "overwritten by others of their rows")
+
+@dataclass(frozen=True)
+class Level:
+    """One way of changing a few elements (the module's docstring lists them in order)."""
+
+    note: str  # how the note names the change ({dim}: the dimension it moves along)
+    along_first: bool = False  # along the first dimension of more than one element, not the last
+    swap: bool = True  # exchange the two elements (else the partner's value overwrites the element's)
+    partner: Literal["random", "largest", "smallest"] = "random"  # drawn from the row, or the row's extreme
+
+
+LEVELS = (Level("swapped within their rows"), Level("swapped along dimension {dim}", along_first=True),
+          Level("overwritten by others of their rows", swap=False),
+          Level("swapped with their row's largest", partner="largest"),
+          Level("swapped with their row's smallest", partner="smallest"))
 
 
 def sparse_change(values: list[Any], seed: int, level: int = 0) -> tuple[list[Any], str]:
@@ -51,7 +66,7 @@ def sparse_change(values: list[Any], seed: int, level: int = 0) -> tuple[list[An
         changed, count = change_few(values[i], gen, level)
         if count:
             out[i] = changed
-            how = _NOTES[level].format(dim=_line_dim(values[i], level))
+            how = LEVELS[level].note.format(dim=_line_dim(values[i], level))
             notes.append(f"input {i}: {count} of {values[i].numel()} elements {how}")
     return out, "; ".join(notes)
 
@@ -63,11 +78,11 @@ def _changeable(v: Any, level: int) -> bool:
 
 def _line_dim(v: torch.Tensor, level: int) -> int | None:
     """The dimension a change moves along: the last of more than one element (a column vector is one row), or at
-    level 1 the first other one; None where there is none (a vector at level 1)."""
+    a level along the first, the first other one; None where there is none (a vector there)."""
     sized = [d for d in range(v.dim()) if v.shape[d] > 1]
     if not sized:
         return None
-    if level != 1:
+    if not LEVELS[level].along_first:
         return sized[-1]
     return sized[0] if len(sized) > 1 and not _symmetric(v) else None
 
@@ -85,7 +100,7 @@ def change_few(v: torch.Tensor, gen: torch.Generator, level: int = 0,
     dim = _line_dim(out, level)
     if dim is None:
         return out, 0
-    rows = _Rows(out, dim, copy=level == 2)
+    rows = _Rows(out, dim, LEVELS[level])
     changed: set[int] = set()
     for lo, hi in _stretches(out.numel(), changes):
         for _ in range(DRAWS_PER_POSITION):
@@ -106,11 +121,11 @@ def _stretches(n: int, parts: int) -> list[tuple[int, int]]:
 
 class _Rows:
     """A tensor seen as rows along ``dim`` (a view with ``dim`` moved last: writes reach the tensor), with the
-    changes that keep each value one the row held: swaps, or with ``copy`` an element overwritten by another."""
+    ``level``'s changes, which keep each value one the row held."""
 
-    def __init__(self, tensor: torch.Tensor, dim: int, *, copy: bool) -> None:
+    def __init__(self, tensor: torch.Tensor, dim: int, level: Level) -> None:
         core = tensor.movedim(dim, -1)
-        self.core, self.copy = core, copy
+        self.core, self.level = core, level
         self.width = core.shape[-1]
         self.floating = core.is_floating_point()
         self.boolean = core.dtype == torch.bool
@@ -147,18 +162,22 @@ class _Rows:
                 return True
             return mirrored and (j == r % self.side or self._mirror(r, j) in changed)
 
-        j = _partner(row, own, blocked, gen, numeric=not self.boolean, usable=self._usable)
-        if j is None:
+        if self.level.partner == "random":
+            j = _partner(row, own, blocked, gen, numeric=not self.boolean, usable=self._usable)
+        else:
+            j = _extreme(row, largest=self.level.partner == "largest", floating=self.floating)
+        if j is None or blocked(j) or row[j].item() == own or not self._usable(row[j].item()):
             return []
         lines = [row]
         if mirrored:
             matrix = self.core[_unravel(r // self.side, self.core.shape[:-2])] if self.core.dim() > 2 else self.core
             lines.append(matrix[:, r % self.side])
+        swap = self.level.swap
         for line in lines:
-            _move(line, c, j, swap=not self.copy)
-        touched = [r * self.width + c] + ([] if self.copy else [r * self.width + j])
+            _move(line, c, j, swap=swap)
+        touched = [r * self.width + c] + ([r * self.width + j] if swap else [])
         if mirrored:
-            touched += [self._mirror(r, c)] + ([] if self.copy else [self._mirror(r, j)])
+            touched += [self._mirror(r, c)] + ([self._mirror(r, j)] if swap else [])
         return touched
 
 
@@ -179,6 +198,15 @@ def _partner(row: torch.Tensor, own: Any, blocked: Callable[[int], bool], gen: t
         far = [k for k in allowed if abs(values[k] - own) >= floor]
         allowed = far or allowed
     return int(cols[allowed[0]])
+
+
+def _extreme(row: torch.Tensor, *, largest: bool, floating: bool) -> int:
+    """The column of ``row``'s largest (or smallest) element, zeros and non-finite values left out of a float row."""
+    values = row.to(torch.float64)
+    if floating:
+        keep = torch.isfinite(values) & (values != 0)
+        values = values.masked_fill(~keep, -float("inf") if largest else float("inf"))
+    return int(values.argmax() if largest else values.argmin())
 
 
 def _move(line: torch.Tensor, a: int, b: int, *, swap: bool) -> None:
