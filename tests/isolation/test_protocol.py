@@ -80,7 +80,7 @@ def test_the_wire_is_what_the_senders_wrote_before_the_records() -> None:
     assert set(p.wire(CANDIDATE_TRIAL)) == {
         "event", "index", "kind", "output_types", "outputs", "container", "mutated_inputs", "aliased_outputs",
         "late_writes", "triton_launches", "extension_calls", "own_calls", "own_device_kernels", "device_kernels",
-        "wall_s"}
+        "wall_s", "checks"}  # checks: which of the harness's checks ran on this call (issue 41)
     timing = p.wire(TIMING)
     assert timing["event"] == "timing" and timing["timed_trials"] == [0, 1]
     assert timing["measurement"]["iqr_ms"] == pytest.approx(0.1)  # Measurement.to_json's derived field, as before

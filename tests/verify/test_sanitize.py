@@ -102,10 +102,14 @@ def test_no_gpu_is_a_note_and_no_sanitizer_a_warning(monkeypatch: pytest.MonkeyP
     assert "compute-sanitizer is not on this machine" in missing.message
 
 
+FAKE_TAIL = 'sys.stderr.write("========= ERROR SUMMARY: 0 errors\\n")\nsys.exit(rc)'
+
+
 FAKE_TOOL = '''#!{python}
 """A stand-in for compute-sanitizer: runs the command after its options (the job's pipe passed through, as the
-real tool's launcher does), then prints the report named by the candidate file's marker."""
-import os, subprocess, sys
+real tool's launcher does), then prints the report written into this file (the job's box hides the test's
+temporary folder, as it hides every other one)."""
+import subprocess, sys
 
 args = sys.argv[1:]
 opts = {{}}
@@ -113,44 +117,45 @@ while args and args[0].startswith("--"):
     opts[args[0]] = args[1]
     args = args[2:]
 rc = subprocess.call(args, pass_fds=(int(args[-1]),))
-report = os.environ.get("FAKE_SANITIZER_REPORT", "")
+report = {report!r}
 sys.stderr.write("========= COMPUTE-SANITIZER\\n")
 if report:
-    sys.stderr.write(open(report).read())
+    sys.stderr.write(report)
     sys.exit(int(opts["--error-exitcode"]))
-sys.stderr.write("========= ERROR SUMMARY: 0 errors\\n")
-sys.exit(rc)
+{tail}
 '''
 
 
-@pytest.fixture
-def fake_tool(tmp_path: Path) -> str:
-    path = tmp_path / "compute-sanitizer"
-    path.write_text(FAKE_TOOL.format(python=sys.executable))
+def _fake_tool(tmp_path: Path, report: str = "", tail: str = FAKE_TAIL) -> str:
+    path = tmp_path / f"compute-sanitizer-{len(list(tmp_path.iterdir()))}"
+    path.write_text(FAKE_TOOL.format(python=sys.executable, report=report, tail=tail))
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
 
 
 @pytest.mark.slow
-def test_the_wrapped_child_runs_the_forward_and_its_report_rejects(fake_tool: str, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_wrapped_child_runs_the_forward_and_its_report_rejects(tmp_path: Path) -> None:
     """The whole path on the CPU: the sanitize job under a wrapper (its pipe through it), the forward at reduced
-    sizes, the tool's log read back: clean, then a memcheck report that becomes an out-of-bounds error."""
+    sizes, the tool's log read back: clean, then a memcheck report that becomes an out-of-bounds error, then a tool
+    that dies after the forward without its summary, which is not called clean."""
     judge = Judge()
     seconds = sanitize.judge(judge, SOFTMAX, CANDIDATE, ("racecheck",), device="cpu", seed=3,
-                             size_overrides=None, timeout_s=120, tool_path=fake_tool)
+                             size_overrides=None, timeout_s=120, tool_path=_fake_tool(tmp_path))
     assert [f.code for f in judge.findings] == ["sanitizer-clean"], judge.findings
     assert set(seconds) == {"sanitize_racecheck"}
-    report = tmp_path / "report.txt"
-    report.write_text(MEMCHECK.split("\n", 1)[1])
-    monkeypatch.setenv("FAKE_SANITIZER_REPORT", str(report))
     judge = Judge()
     sanitize.judge(judge, SOFTMAX, CANDIDATE, ("memcheck",), device="cpu", seed=3, size_overrides=None,
-                   timeout_s=120, tool_path=fake_tool)
+                   timeout_s=120, tool_path=_fake_tool(tmp_path, MEMCHECK.split("\n", 1)[1]))
     (oob,) = judge.findings
     assert oob.code == "out-of-bounds" and oob.severity is Severity.ERROR
     assert "add_one at main.cu:12" in oob.message and "[x2]" in oob.message
     assert os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") is None  # set for the child only
+    judge = Judge()
+    sanitize.judge(judge, SOFTMAX, CANDIDATE, ("memcheck",), device="cpu", seed=3, size_overrides=None,
+                   timeout_s=120, tool_path=_fake_tool(tmp_path, tail="sys.exit(7)"))
+    (skipped,) = judge.findings
+    assert skipped.code == "sanitizer-skipped" and skipped.severity is Severity.WARNING, judge.findings
+    assert "exit" in skipped.message and "summary" in skipped.message, skipped.message
 
 
 def test_a_bad_tool_name_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,6 +39,9 @@ class Record:
     keys, and other records. ``from_json`` checks every field against its annotation."""
 
     DERIVED: ClassVar[tuple[str, ...]] = ()  # properties written to JSON as well (ignored when read back)
+    # fields left out of the JSON while they hold their default (a field added later: older files read and write
+    # back unchanged)
+    OMIT_DEFAULT: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> dict[str, Any]:
         return _encode(self)
@@ -52,7 +55,8 @@ class Record:
 
 def _encode(value: Any) -> Any:
     if isinstance(value, Record):
-        data = {f.name: _encode(getattr(value, f.name)) for f in fields(value)}
+        data = {f.name: _encode(getattr(value, f.name)) for f in fields(value)
+                if f.name not in value.OMIT_DEFAULT or getattr(value, f.name) != f.default}
         data.update((name, getattr(value, name)) for name in value.DERIVED)
         return data
     if isinstance(value, Policy):

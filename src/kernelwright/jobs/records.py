@@ -15,6 +15,7 @@ class Measurement(Record):
     """One timed call's statistics (verify/timing.py measures it): the candidate's, a baseline's, a tuned one's."""
 
     DERIVED: ClassVar[tuple[str, ...]] = ("iqr_ms",)
+    OMIT_DEFAULT: ClassVar[tuple[str, ...]] = ("samples_ms",)
 
     median_ms: float
     min_ms: float

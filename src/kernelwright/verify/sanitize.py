@@ -285,6 +285,10 @@ def judge(judge: Any, problem: str | Path, candidate: str | Path, tools: tuple[s
         elif not result.ran:
             judge.add("sanitizer-skipped", f"{tool}: the candidate's forward did not finish under the tool: "
                       f"{result.exit[:200]}", Severity.WARNING, tool=tool)
+        elif result.reported is None and result.exit:  # the forward ran, the tool died before its summary
+            judge.add("sanitizer-skipped", f"{tool}: the tool ended without its summary ({result.exit[:200]}): "
+                      "its report is incomplete, the job's stderr log has what it printed", Severity.WARNING,
+                      tool=tool)
         else:
             clean.append(tool + (f" (sizes {result.sizes})" if result.sizes else ""))
     if clean and len(clean) == len(tools):
