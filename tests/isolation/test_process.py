@@ -55,8 +55,9 @@ def test_malformed_messages_are_protocol_errors_not_crashes() -> None:
     os.close(write_fd)
     messages: list[dict] = []
     errors: list[str] = []
-    _read_channel(read_fd, messages, errors)
-    assert [m["event"] for m in messages] == ["trial", "done"]
+    arrivals: list[float] = []
+    _read_channel(read_fd, messages, errors, arrivals)
+    assert [m["event"] for m in messages] == ["trial", "done"] and len(arrivals) == 1
     assert len(errors) == 4 and sum("unparseable" in e for e in errors) == 2 and any("truncated" in e for e in errors)
 
 

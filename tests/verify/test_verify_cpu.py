@@ -228,39 +228,64 @@ def test_cuda_cpp_that_does_not_compile_is_a_compile_error_with_nvccs_line(tmp_p
     assert "undefined_symbol" in verdict.message and "\n" not in verdict.message
 
 
-def _processes_mentioning(text: str) -> list[int]:
-    found = []
+def _descendants(root: int) -> dict[int, str]:
+    """Every process below ``root`` (pid: its name, as ``ps -o comm`` shows it)."""
+    parents: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            parents[int(entry.name)] = (int(rest[1]), name)
+    found: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        here = todo.pop()
+        for pid, (ppid, name) in parents.items():
+            if ppid == here and pid not in found:
+                found[pid] = name
+                todo.append(pid)
     return found
 
 
 @pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc")
 def test_stopping_verify_stops_the_candidates_process_too(candidate, tmp_path: Path) -> None:
-    """The candidate runs in its own session (so it cannot signal the parent's group): a terminal's Ctrl-C or a
-    SIGTERM to `kernelwright verify` never reaches it, so the parent must end it before exiting."""
-    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the verifier's working folder, and so the child's command line
+    """The candidate runs in its own process group (so it cannot signal the parent's group): a terminal's Ctrl-C or
+    a SIGTERM to `kernelwright verify` never reaches it, so the parent must end it before exiting."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the verifier's working folder
     proc = subprocess.Popen([sys.executable, "-m", "kernelwright", "verify", str(HERE / "problems" / "softmax.py"),
                              str(candidate("softmax_hang.py")), "--timeout", "300"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while not any("candidate" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-                  for pid in _processes_mentioning(str(tmp_path)) if Path(f"/proc/{pid}").exists()):
+    # The candidate job: "kw:candidate" where it was forked from the warm zygote, its command line otherwise.
+    while not any(name == "kw:candidate" or "candidate" in _cmdline(pid) for pid, name in _descendants(proc.pid).items()):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-500:]
         time.sleep(0.5)
     time.sleep(2)  # inside forward by now, or about to be
+    below = _descendants(proc.pid)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
     assert "interrupted" in proc.stderr.read().decode()
     time.sleep(1)
-    assert _processes_mentioning(str(tmp_path)) == []
+    alive = {pid: name for pid, name in below.items() if _running(pid)}
+    assert alive == {}, alive
     assert not any(tmp_path.glob("kernelwright-verify-*")), "the scratch folder was left behind"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_a_problem_too_big_for_the_interpreter_is_checked_at_reduced_sizes(repo_root: Path) -> None:

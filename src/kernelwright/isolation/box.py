@@ -34,6 +34,7 @@ import os
 import select
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
@@ -235,8 +236,9 @@ def _survivors() -> list[dict[str, Any]]:
     return alive
 
 
-def _exec_job(plan: dict[str, Any], cmd: list[str], close: list[int]) -> None:
-    """The job's first process: our own descriptors closed, its limits set, every privilege dropped; then CMD."""
+def _exec_job(plan: dict[str, Any], cmd: list[str], close: list[int], start: Callable[[], None] | None) -> None:
+    """The job's first process: our own descriptors closed, its limits set, every privilege dropped; then CMD
+    (or ``start``, the job forked from a warm zygote: isolation/zygote.py)."""
     try:
         for fd in close:
             with contextlib.suppress(OSError):
@@ -248,14 +250,18 @@ def _exec_job(plan: dict[str, Any], cmd: list[str], close: list[int]) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         if plan.get("drop_privileges", True):
             drop_privileges()
-        os.execvp(cmd[0], cmd)
+        if start is not None:
+            start()
+        else:
+            os.execvp(cmd[0], cmd)
     except BaseException as exc:  # noqa: BLE001 - nothing may return into the keeper's code
         with contextlib.suppress(Exception):
             os.write(2, f"kernelwright box: could not start the job: {exc}\n".encode())
     os._exit(127)
 
 
-def _init(plan: dict[str, Any], cmd: list[str], to_keeper: int, close: list[int]) -> None:
+def _init(plan: dict[str, Any], cmd: list[str], to_keeper: int, close: list[int],
+          start: Callable[[], None] | None) -> None:
     """PID 1 of the box: mounts, then the job; when the job's first process ends, who is still alive."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper gone (killed at a timeout): the whole box goes
@@ -263,7 +269,7 @@ def _init(plan: dict[str, Any], cmd: list[str], to_keeper: int, close: list[int]
         _prctl(PR_SET_DUMPABLE, 0)  # the job (without CAP_SYS_PTRACE) cannot open our descriptors or memory
         job = os.fork()
         if job == 0:
-            _exec_job(plan, cmd, [to_keeper, *close])
+            _exec_job(plan, cmd, [to_keeper, *close], start)
         status = _wait_for(job)
         leftovers = _survivors()
         os.write(to_keeper, (json.dumps({"exit": status, "leftovers": leftovers, "notes": notes}) + "\n").encode())
@@ -298,8 +304,8 @@ def _mirror(status: int) -> None:
     os._exit(status & 0xFF)
 
 
-def keep(plan: dict[str, Any], cmd: list[str]) -> None:
-    """The keeper's whole life (never returns)."""
+def keep(plan: dict[str, Any], cmd: list[str], *, start: Callable[[], None] | None = None) -> None:
+    """The keeper's whole life (never returns). ``start``: run in the job's first process instead of ``cmd``."""
     control = int(plan["control_fd"])
     parent = os.getppid()
     mode = plan.get("mode", "auto")
@@ -310,7 +316,7 @@ def keep(plan: dict[str, Any], cmd: list[str]) -> None:
         init = os.fork()
         if init == 0:
             os.close(read_fd)
-            _init(plan, cmd, write_fd, [control])
+            _init(plan, cmd, write_fd, [control], start)
         os.close(write_fd)
         line = _read_line(read_fd, parent)
         if not line:  # our parent went, or init died: end the box (init's death kills everything in it)
@@ -329,7 +335,7 @@ def keep(plan: dict[str, Any], cmd: list[str]) -> None:
             _prctl(PR_SET_CHILD_SUBREAPER, 1)
         job = os.fork()
         if job == 0:
-            _exec_job(plan, cmd, [control])
+            _exec_job(plan, cmd, [control], start)
         status = _wait_for(job)
         leftovers = _survivors() if made == SUBREAPER else []
         for item in leftovers:

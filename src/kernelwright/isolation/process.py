@@ -96,6 +96,8 @@ class ChildRun:
     box: str = ""  # how the job was closed in (isolation/box.py: namespace, user-namespace, subreaper, none)
     escaped: tuple[str, ...] = ()  # processes of the job still alive when its first process ended (then ended)
     box_notes: tuple[str, ...] = ()  # what the box could not arrange, or that its keeper said nothing
+    first_message_s: float | None = None  # from the job's start (or hand-over, if prestarted) to its first message
+    forked: bool = False  # forked from a warm zygote (isolation/zygote.py), not a fresh interpreter
 
     @property
     def finished(self) -> bool:
@@ -162,7 +164,9 @@ def _tail(path: Path, lines: int = _TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _read_channel(fd: int, sink: list[dict[str, Any]], errors: list[str]) -> None:
+def _read_channel(fd: int, sink: list[dict[str, Any]], errors: list[str], arrivals: list[float]) -> None:
+    """Read the job's messages into ``sink`` (what is not one into ``errors``); ``arrivals`` gets the clock's
+    reading when the first one came (the job's start-up, as the parent sees it)."""
     total = 0
     with os.fdopen(fd, "rb", buffering=0) as pipe:
         buffer = b""
@@ -187,6 +191,8 @@ def _read_channel(fd: int, sink: list[dict[str, Any]], errors: list[str]) -> Non
                     errors.append(f"unparseable message from the child: {line[:120]!r}")
                     continue
                 if isinstance(message, dict) and isinstance(message.get("event"), str):
+                    if not arrivals:
+                        arrivals.append(time.monotonic())
                     sink.append(message)
                 else:
                     errors.append(f"malformed message from the child: {line[:120]!r}")
@@ -310,7 +316,7 @@ class _Prestarted:
     """A child process started ahead of its job: Python, torch and the job's module imported (and on a GPU the
     CUDA context opened) while the verifier does something else; it waits for its spec's path on stdin."""
 
-    proc: subprocess.Popen[bytes]
+    proc: Any  # subprocess.Popen, or a job forked by a zygote (isolation/zygote.Forked)
     key: tuple[Any, ...]
     read_fd: int
     control_fd: int
@@ -378,6 +384,11 @@ def _shared_lock_files() -> list[str]:
     return found
 
 
+def _outermost(paths: set[str]) -> list[str]:
+    """``paths`` without those inside another of them."""
+    return sorted(p for p in paths if not any(_under(p, [q]) and p != q for q in paths))
+
+
 def box_plan(workdir: Path, memory_limit_bytes: int, *, untrusted: bool, keep: Sequence[str] = ()) -> dict[str, Any]:
     """What :mod:`kernelwright.isolation.box` arranges for one job. Every job: its own PID namespace (or a
     subreaper), no capabilities, the memory limit. An untrusted job besides: the kernelwright cache read-only, the
@@ -396,42 +407,72 @@ def box_plan(workdir: Path, memory_limit_bytes: int, *, untrusted: bool, keep: S
               *sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep),
               str(Path(__file__).resolve().parents[2])]
     kept = [str(workdir.resolve()), *(os.path.realpath(k) for k in keep), *_shared_lock_files()]
-    kept += [os.path.realpath(p) for p in python if p and os.path.exists(p)]
+    # What Python runs from (the interpreter, torch, kernelwright itself) is read-only to the job: code a later
+    # job imports, or a trusted one, is not the candidate's to rewrite.
+    code = _outermost({os.path.realpath(p) for p in python if p and os.path.exists(p)} - {"/"})
     keys = cache / "keys"  # the cache's secret (verify/decoys.py's digests): out of the job's sight
     with contextlib.suppress(OSError):
         keys.mkdir(parents=True, exist_ok=True, mode=0o700)
-    plan.update(readonly=[str(cache.resolve())] if cache.is_dir() else [],
+    plan.update(readonly=[*code, *([str(cache.resolve())] if cache.is_dir() else [])],
                 hide=[*hidden, *([str(keys.resolve())] if keys.is_dir() else [])], keep=sorted({k for k in kept if _under(k, hidden) or _under(k, [str(cache.resolve())])}))
     return plan
 
 
-def _popen(cmd: list[str], *, scratch: Path, env: dict[str, str], write_fd: int, plan: dict[str, Any],
-           stdin: Any, stdout_path: Path, stderr_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``cmd`` in its box (isolation/box.py); the process (the box's keeper) and the read end of its
-    control pipe, on which the keeper alone writes its one report."""
+def _popen(argv: list[str], *, wrapper: Sequence[str] = (), scratch: Path, env: dict[str, str], write_fd: int,
+           plan: dict[str, Any], stdin: Any, stdout_path: Path, stderr_path: Path) -> tuple[Any, int]:
+    """Start the job ``python -m kernelwright.jobs ARGV`` (``"{channel}"`` in ``argv``: its report pipe's number) in
+    its box (isolation/box.py): forked from the warm zygote of its interpreter setting (isolation/zygote.py), or
+    where there is none (``job_zygote = false``, a ``wrapper`` such as compute-sanitizer that must start the
+    interpreter itself, a zygote that cannot start) as a fresh process. The process (the box's keeper: a
+    ``subprocess.Popen`` or a :class:`~kernelwright.isolation.zygote.Forked`) and the read end of its control
+    pipe, on which the keeper alone writes its one report."""
+    from kernelwright.config import config
+
     control_read, control_write = os.pipe()
-    boxed = [sys.executable, "-I", "-S", _BOX_SCRIPT, json.dumps({**plan, "control_fd": control_write}), "--", *cmd]
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        try:
-            proc = subprocess.Popen(
-                boxed,
-                cwd=scratch,
-                env=env,
-                stdin=stdin,
-                stdout=out,
-                stderr=err,
-                pass_fds=(write_fd, control_write),
-                start_new_session=True,
-            )
-        except BaseException:
-            os.close(control_read)
-            raise
-        finally:
-            os.close(write_fd)
-            os.close(control_write)
+    try:
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            proc: Any = None
+            if not wrapper and config.job_zygote:
+                proc = _fork_from_zygote(argv, scratch=scratch, env=env, write_fd=write_fd, plan=plan,
+                                         control_write=control_write, stdin=stdin, out=out, err=err)
+            if proc is None:
+                cmd = [*wrapper, sys.executable, "-m", ENTRY_MODULE, *(str(write_fd) if a == "{channel}" else a
+                                                                      for a in argv)]
+                boxed = [sys.executable, "-I", "-S", _BOX_SCRIPT, json.dumps({**plan, "control_fd": control_write}),
+                         "--", *cmd]
+                proc = subprocess.Popen(boxed, cwd=scratch, env=env, stdin=stdin, stdout=out, stderr=err,
+                                        pass_fds=(write_fd, control_write), start_new_session=True)
+    except BaseException:
+        os.close(control_read)
+        raise
+    finally:
+        os.close(write_fd)
+        os.close(control_write)
     with _LIVE_LOCK:
         _LIVE_GROUPS.add(proc.pid)
     return proc, control_read
+
+
+def _fork_from_zygote(argv: list[str], *, scratch: Path, env: dict[str, str], write_fd: int, plan: dict[str, Any],
+                      control_write: int, stdin: Any, out: Any, err: Any) -> Any:
+    """The job forked by its zygote, or None where no zygote can take it (the job then starts afresh)."""
+    from kernelwright.isolation import zygote
+
+    try:
+        warm = zygote.zygote_for(env)
+        if stdin == subprocess.PIPE:
+            return warm.spawn(argv, env=env, cwd=scratch, plan=plan, channel_fd=write_fd, control_fd=control_write,
+                              stdin=None, stdout=out.fileno(), stderr=err.fileno())
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            return warm.spawn(argv, env=env, cwd=scratch, plan=plan, channel_fd=write_fd,
+                              control_fd=control_write, stdin=null, stdout=out.fileno(), stderr=err.fileno())
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(null)
+    except (zygote.ZygoteUnavailable, OSError) as exc:
+        log.info("no zygote for this job (%s): starting a fresh interpreter", exc)
+        return None
 
 
 def _box_report(control_fd: int) -> dict[str, Any]:
@@ -475,9 +516,9 @@ def prestart_child(job: str, *, workdir: Path, device: str | None = None,
     stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"
     read_fd, write_fd = os.pipe()
     spec_path = workdir / f"{job}-spec.json"  # written by run_child before it says "go"
-    cmd = [sys.executable, "-m", ENTRY_MODULE, "--prestarted", job, str(spec_path), str(write_fd)]
+    argv = ["--prestarted", job, str(spec_path), "{channel}"]
     try:
-        proc, control_fd = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, plan=plan,
+        proc, control_fd = _popen(argv, scratch=scratch, env=env, write_fd=write_fd, plan=plan,
                                   stdin=subprocess.PIPE, stdout_path=stdout_path, stderr_path=stderr_path)
     except OSError as exc:
         os.close(read_fd)
@@ -577,11 +618,10 @@ def run_child(
         else:
             stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"
             read_fd, write_fd = os.pipe()
-            cmd = [*wrapper, sys.executable, "-m", ENTRY_MODULE, job, str(spec_path),
-                   str(write_fd)]
-            proc, control_fd = _popen(cmd, scratch=scratch, env=env, write_fd=write_fd, plan=plan,
+            proc, control_fd = _popen([job, str(spec_path), "{channel}"], wrapper=wrapper, scratch=scratch, env=env, write_fd=write_fd, plan=plan,
                                       stdin=subprocess.DEVNULL, stdout_path=stdout_path, stderr_path=stderr_path)
-        reader = threading.Thread(target=_read_channel, args=(read_fd, messages, errors), daemon=True)
+        arrivals: list[float] = []
+        reader = threading.Thread(target=_read_channel, args=(read_fd, messages, errors, arrivals), daemon=True)
         reader.start()
         timed_out = False
         try:
@@ -636,8 +676,11 @@ def run_child(
         signal_name=signal_name,
         budget_cut=timed_out and by_budget,
         box=str(box.get("box") or ""),
+        first_message_s=round(arrivals[0] - start, 4) if arrivals else None,
+        forked=not isinstance(proc, subprocess.Popen),
         escaped=escaped,
         box_notes=tuple(box_notes),
     )
-    log.info("child %s: rc=%s timed_out=%s wall=%.1fs messages=%d", job, rc, timed_out, wall, len(messages))
+    log.info("child %s: rc=%s timed_out=%s wall=%.1fs messages=%d forked=%s", job, rc, timed_out, wall,
+             len(messages), run.forked)
     return run
