@@ -108,7 +108,7 @@ def _close_other_fds(keep: set[int]) -> None:
             os.close(fd)
 
 
-def _run_job(request: dict[str, Any], fds: dict[str, int], library_fds: set[int]) -> NoReturn:
+def _run_job(request: dict[str, Any], fds: dict[str, int], library_fds: set[int], start_dir: str) -> NoReturn:
     """The fork's whole life: a process group of its own (in the zygote's session, which has no terminal), the
     box, and in the box the job (never returns)."""
     try:
@@ -131,6 +131,8 @@ def _run_job(request: dict[str, Any], fds: dict[str, int], library_fds: set[int]
                 if fds[name] > 2:
                     os.close(fds[name])
             os.chdir(request["cwd"])
+            if sys.path and sys.path[0] == start_dir:  # as `python -m` gives a fresh job: its own folder first
+                sys.path[0] = request["cwd"]
             os.environ.clear()
             os.environ.update(request["env"])
             from kernelwright.isolation import child
@@ -177,6 +179,7 @@ def serve(request_fd: int, events_fd: int) -> NoReturn:
 
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no job traces us or reads our memory
     sock = socket.socket(fileno=request_fd)
+    start_dir = os.getcwd()  # an empty folder of our own (`python -m` puts it first on sys.path)
     try:
         _warm_up()
     except BaseException as exc:  # noqa: BLE001
@@ -220,7 +223,7 @@ def serve(request_fd: int, events_fd: int) -> NoReturn:
             for fd in (events_fd, wake_r, wake_w):
                 with contextlib.suppress(OSError):
                     os.close(fd)
-            _run_job(request, named, library_fds)
+            _run_job(request, named, library_fds, start_dir)
         with contextlib.suppress(OSError):  # the job's keeper leads its group before the parent hears its pid
             os.setpgid(pid, pid)
         for fd in fds:
@@ -259,12 +262,13 @@ class Zygote:
     def __init__(self, env: Mapping[str, str]) -> None:
         parent_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         events_r, events_w = os.pipe()
+        self._home = tempfile.mkdtemp(prefix="kernelwright-zygote-")  # its cwd: nothing there to import
         log_fd, self._log_path = tempfile.mkstemp(prefix="kernelwright-zygote-", suffix=".log")
         try:
             self.proc = subprocess.Popen(
                 [*self.COMMAND, str(zygote_end.fileno()), str(events_w)],
                 env=dict(env), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
-                pass_fds=(zygote_end.fileno(), events_w), start_new_session=True, cwd=tempfile.gettempdir())
+                pass_fds=(zygote_end.fileno(), events_w), start_new_session=True, cwd=self._home)
         finally:
             zygote_end.close()
             os.close(events_w)
@@ -370,6 +374,8 @@ class Zygote:
             self.proc.wait(timeout=10)
         with contextlib.suppress(OSError):
             os.unlink(self._log_path)
+        with contextlib.suppress(OSError):
+            os.rmdir(self._home)
 
 
 _ZYGOTES: dict[tuple[str, ...], Zygote] = {}

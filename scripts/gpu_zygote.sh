@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 42 on a GPU, in one device call (ends inside 9 minutes): jobs forked from the warm zygote under CUDA (each
+# opens its own context), their start against a fresh interpreter's side by side (scripts/bench_jobs.py), whole
+# verifies both ways, the CLI's cold verify (a new process: its zygote starts with it) both ways, and the zygote's
+# and the GPU verifier's tests through it. Logs stream to $OUT as they go.
+#   bash scripts/gpu_zygote.sh
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
+out="${OUT:-/tmp/gpu-zygote-out}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee "$out/device.txt"
+python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$out/device.txt"
+nproc | tee -a "$out/device.txt"
+
+step() {  # name, limit, command...
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  echo "== $name (limit ${limit}s) =="
+  timeout --signal=INT --kill-after=15 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  grep -E '^\||faster|verdict|took|passed|failed|FAILED|ERROR|Error' "$out/$name.log" | cut -c1-300 | tail -24
+  echo "== $name: exit $rc, $((SECONDS - start)) s =="
+}
+
+# 1. The CLI's verify in a new process, as a user meets it: first with the zygote (it starts with the process),
+#    then with a fresh interpreter per job; the first call on the machine is the cold one.
+step cli-zygote-cold 150 python3 -m kernelwright verify examples/problems/softmax_small.py examples/softmax_triton.py \
+  --device cuda
+step cli-fresh 150 env KERNELWRIGHT_JOB_ZYGOTE=0 python3 -m kernelwright verify examples/problems/softmax_small.py \
+  examples/softmax_triton.py --device cuda
+step cli-zygote-warm 150 python3 -m kernelwright verify examples/problems/softmax_small.py examples/softmax_triton.py \
+  --device cuda
+# 2. One job and whole verifies, forked against fresh, interleaved in one process (the zygote's start its own row).
+step bench-jobs 240 python3 scripts/bench_jobs.py --device cuda --runs 5 --verifies 2 --problem problems/softmax.py \
+  --candidate examples/softmax_triton.py
+# 3. The zygote's tests and the GPU verifier's, forked: one pytest start.
+step gpu-tests 150 python3 -m pytest -p no:xdist -p no:cacheprovider -q -rA --durations=8 \
+  tests/isolation/test_zygote.py tests/verify/test_verify_gpu.py -m "gpu or not gpu" \
+  -k "zygote or forked or honest_kernel_is_timed or illegal_address"
+echo "== done in $SECONDS s =="
