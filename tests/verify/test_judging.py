@@ -1,5 +1,5 @@
 """What the parent reads off the candidate job's trial reports: the calls that ran no kernel of the candidate's own
-(the recording is verify/launches.py's, tested in test_launches.py)."""
+(the recording is verify/child/launches.py's, tested in child/test_launches.py)."""
 
 from __future__ import annotations
 

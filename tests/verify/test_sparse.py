@@ -11,7 +11,7 @@ import torch
 
 from kernelwright.jobs.records import TrialSpec
 from kernelwright.verify import reference, sparse, tensors, trials
-from kernelwright.verify.candidate import _CandidateJob
+from kernelwright.verify.child.candidate import _CandidateJob
 from kernelwright.verify.findings import SPECIAL_TRIAL_CODES
 
 

@@ -517,7 +517,7 @@ def _report_reference_kernels(model: torch.nn.Module, inputs: list[Any], device:
                               channel: Channel) -> None:
     """The kernels (GPU) or aten operators (CPU) one forward of the reference runs: a candidate whose library
     calls already run all of them is the reference in disguise."""
-    from kernelwright.verify import launches
+    from kernelwright.verify.child import launches
 
     dev_inputs = tensors.to_device(inputs, device)
     try:

@@ -3,7 +3,7 @@ of installed libraries (the per-call accounting the parent judges is test_judgin
 
 from __future__ import annotations
 
-from kernelwright.verify.launches import (
+from kernelwright.verify.child.launches import (
     LaunchRecorder,
     _installed_code,
     classify_device_kernels,
