@@ -7,6 +7,7 @@ read back over the channel and judged in verify/verifier.py, verify/judging.py, 
 nothing here imports the parent-side judging modules (verify.verifier, verify.boundary, verify.sequence,
 verify.judging, verify.findings, verify.report, verify.decoys, verify.sanitize, isolation.process) or the tools
 above them (bench, search, llm): the child records and reports, the parent decides.
+tests/verify/child/test_boundary_layout.py holds the rule.
 
 - candidate.py: the candidate job (``run_candidate_job``): trials, timing, builds, cubins;
 - integrity.py: the integrity monitor (watched identities, threads, the audit hook);
