@@ -16,6 +16,6 @@ tests/verify/child/test_boundary_layout.py holds the rule.
 - sanitize.py: the sanitize job (``run_sanitize_job``): one forward under compute-sanitizer;
 - timing.py: ``measure`` and ``Clock`` (trusted jobs that time, baseline and tune, use it too).
 
-The modules both sides share (verify.runtime, verify.tensors, verify.trials, the input builders of
-verify.reference) live beside verify/, not here.
+The modules both sides share (verify.runtime, verify.tensors, verify.trials, verify.inputs) live in verify/, not
+here.
 """

@@ -20,7 +20,7 @@ def run_sanitize_job(spec: SanitizeSpec, channel: Channel) -> None:
     from kernelwright.problem import sizes
     from kernelwright.problem.files import import_from_path, read_problem
     from kernelwright.verify import runtime, tensors
-    from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
+    from kernelwright.verify.inputs import PROBLEM_MODULE, make_init_inputs, make_inputs
 
     runtime.quiet_warnings()
     device = runtime.device_of(spec.device)
