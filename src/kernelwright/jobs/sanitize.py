@@ -1,5 +1,6 @@
 """The sanitize job: one forward of the candidate under compute-sanitizer (the tool wraps the process).
-Runs in :func:`kernelwright.verify.child.sanitize.run_sanitize_job`; the parent's side is verify/sanitize.py."""
+Runs in :func:`kernelwright.verify.child.sanitize.run_sanitize_job`; the parent's side (the tool run, its log
+read into findings) is verify/sanitize.py."""
 
 from __future__ import annotations
 
