@@ -35,7 +35,7 @@ from types import ModuleType  # noqa: E402
 
 import torch  # noqa: E402
 
-from kernelwright.verify import launches  # noqa: E402
+from kernelwright.verify.child import launches  # noqa: E402
 
 # The same interpreter accommodations the verifier's child makes: autotuned kernels run one config per case
 # (the interpreter cannot benchmark), and bf16 tl.dot operands are widened (the interpreter's bf16 dot is wrong).

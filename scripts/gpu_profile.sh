@@ -21,7 +21,7 @@ t python3 -c "import torch"
 t python3 -c "import torch; torch.zeros(1, device='cuda')"
 t python3 -c "import torch, triton"
 t python3 -c "import kernelwright.verify.verifier"
-t python3 -c "import kernelwright.verify.candidate, kernelwright.verify.reference, kernelwright.verify.baseline"
+t python3 -c "import kernelwright.verify.child.candidate, kernelwright.verify.reference, kernelwright.verify.baseline"
 } | tee "$out/startup.txt"
 start=$SECONDS
 for item in "$@"; do

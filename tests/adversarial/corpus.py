@@ -236,7 +236,7 @@ def _harness_patch(rng: random.Random) -> str:
     return softmax_module(rng, """
         return torch.softmax(x, dim=-1)
     """, top="""
-import kernelwright.verify.launches as _launches
+import kernelwright.verify.child.launches as _launches
 
 
 def _records(recorder, aten):

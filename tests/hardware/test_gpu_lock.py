@@ -73,7 +73,7 @@ def test_off_without_the_variable(monkeypatch) -> None:
 
 def test_a_measurement_holds_the_lock_alone_and_gives_it_back(tmp_path: Path, monkeypatch) -> None:
     """verify.timing.measure runs under the exclusive lock and returns to the job's shared hold afterwards."""
-    from kernelwright.verify import timing
+    from kernelwright.verify.child import timing
 
     monkeypatch.setenv(gpu_lock.ENV, str(tmp_path / "gpu.lock"))
     gpu_lock.hold_shared()

@@ -78,7 +78,7 @@ MATMUL = ProblemTraits(dominant="matmul", compute_dtype="float16", dtypes=("floa
 SOFTMAX = ProblemTraits(dominant="memory", compute_dtype="float32", dtypes=("float32",), flops=6.4e4, bytes=5.12e5)
 
 COMPILE_TRACEBACK = f'''Traceback (most recent call last):
-  File "/work/main/src/kernelwright/verify/candidate.py", line 172, in call
+  File "/work/main/src/kernelwright/verify/child/candidate.py", line 172, in call
     return model(*inputs)
            ^^^^^^^^^^^^^^
   File "/usr/local/lib/python3.12/site-packages/torch/nn/modules/module.py", line 1778, in _wrapped_call_impl
@@ -188,7 +188,7 @@ def test_compile_error_keeps_the_error_and_candidate_frame_drops_framework_frame
     assert 'File "candidate.py", line 15, in forward' in text
     assert "_mm[(1,)](a, b, c" in text
     assert "site-packages" not in text and "module.py" not in text and "jit.py" not in text
-    assert "verify/candidate.py" not in text and "Traceback" not in text
+    assert "verify/child/candidate.py" not in text and "Traceback" not in text
     assert "UserWarning" not in text  # stderr noise
     assert len(text.splitlines()) <= 40
 

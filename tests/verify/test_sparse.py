@@ -11,8 +11,9 @@ import torch
 
 from kernelwright.jobs.records import TrialSpec
 from kernelwright.verify import reference, sparse, tensors, trials
-from kernelwright.verify.candidate import _CandidateJob
+from kernelwright.verify.child.candidate import _CandidateJob
 from kernelwright.verify.findings import SPECIAL_TRIAL_CODES
+from kernelwright.verify.inputs import make_inputs
 
 
 def _changed(a: torch.Tensor, b: torch.Tensor) -> list[tuple[int, ...]]:
@@ -152,7 +153,7 @@ class _Constant(torch.nn.Module):
 def _sparse_answer(model: torch.nn.Module, trial: TrialSpec, seed: int):
     problem = _problem("import torch\ndef get_inputs():\n    return [torch.randn(16, 300), 4]\n")
     answers = reference._Answers(model, torch.device("cpu"))
-    source = reference.make_inputs(problem, seed, "cpu")
+    source = make_inputs(problem, seed, "cpu")
     earlier = reference._run(model, source, torch.device("cpu"))
     return source, reference._sparse_answer(answers, problem, trial, seed, torch.device("cpu"), earlier)
 

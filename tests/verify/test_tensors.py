@@ -5,7 +5,7 @@ import types
 import pytest
 import torch
 
-from kernelwright.verify import reference, tensors
+from kernelwright.verify import inputs, reference, tensors
 
 
 def test_device_digest_sees_every_kind_of_change(monkeypatch):
@@ -52,16 +52,16 @@ def _problem(body):
 
 def test_inputs_made_on_the_device_with_a_cpu_fallback():
     plain = _problem("import torch\ndef get_inputs():\n    return [torch.rand(4, 5), 3]\n")
-    meta = reference.make_inputs(plain, 1, "meta")
+    meta = inputs.make_inputs(plain, 1, "meta")
     assert meta[0].device.type == "meta" and tuple(meta[0].shape) == (4, 5) and meta[1] == 3
-    a, b = reference.make_inputs(plain, 1, "cpu"), reference.make_inputs(plain, 1)
+    a, b = inputs.make_inputs(plain, 1, "cpu"), inputs.make_inputs(plain, 1)
     assert torch.equal(a[0], b[0])
     numpy_bound = _problem("import torch\ndef get_inputs():\n    return [torch.from_numpy(torch.rand(3).numpy())]\n")
-    (x,) = reference.make_inputs(numpy_bound, 2, "meta")  # .numpy() fails on meta: made on the CPU instead
-    assert x.device.type == "cpu" and torch.equal(x, reference.make_inputs(numpy_bound, 2)[0])
+    (x,) = inputs.make_inputs(numpy_bound, 2, "meta")  # .numpy() fails on meta: made on the CPU instead
+    assert x.device.type == "cpu" and torch.equal(x, inputs.make_inputs(numpy_bound, 2)[0])
     broken = _problem("def get_inputs():\n    raise ValueError('bad size')\n")
     with pytest.raises(Exception, match="get_inputs.*ValueError: bad size"):
-        reference.make_inputs(broken, 1, "meta")
+        inputs.make_inputs(broken, 1, "meta")
 
 
 def test_transform_draws_noise_where_the_inputs_live():

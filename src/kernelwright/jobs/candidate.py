@@ -1,5 +1,6 @@
 """The candidate job: the candidate's ``ModelNew`` runs every trial under the integrity monitor, is timed, and its
-kernels are compiled for the instruction summary. Runs in :func:`kernelwright.verify.candidate.run_candidate_job`."""
+kernels are compiled for the instruction summary. Runs in
+:func:`kernelwright.verify.child.candidate.run_candidate_job` (verify/child/: what runs beside untrusted code)."""
 
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ class CandidateSpec(JobSpec):
     job: ClassVar[str] = "candidate"
     reports: ClassVar[tuple[type[Report], ...]] = (DeviceFacts, Weights, TrialStart, CandidateTrial, Kernels, ChildFinding,
                                                    Phase, TimingResult, Cubin, Binary, CudaBuild)
-    runs: ClassVar[str] = "kernelwright.verify.candidate:run_candidate_job"
+    runs: ClassVar[str] = "kernelwright.verify.child.candidate:run_candidate_job"
     untrusted: ClassVar[bool] = True
 
     candidate: str

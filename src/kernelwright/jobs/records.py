@@ -12,7 +12,8 @@ from kernelwright.isolation.protocol import Record, Report
 
 @dataclass(frozen=True, kw_only=True)
 class Measurement(Record):
-    """One timed call's statistics (verify/timing.py measures it): the candidate's, a baseline's, a tuned one's."""
+    """One timed call's statistics (verify/child/timing.py measures it): the candidate's, a baseline's, a tuned
+    one's."""
 
     DERIVED: ClassVar[tuple[str, ...]] = ("iqr_ms",)
     OMIT_DEFAULT: ClassVar[tuple[str, ...]] = ("samples_ms",)
@@ -64,7 +65,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 @dataclass(frozen=True, kw_only=True)
 class KernelRecord(Record):
-    """One kernel the candidate's call ran (verify/launches.py lists them)."""
+    """One kernel the candidate's call ran (verify/child/launches.py lists them)."""
 
     name: str
     origin: str  # "own" or "library"
@@ -76,7 +77,7 @@ class KernelRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class TimingSettings(Record):
-    """How a job times its calls (verify/timing.py's ``measure``), from kernelwright's configuration."""
+    """How a job times its calls (verify/child/timing.py's ``measure``), from kernelwright's configuration."""
 
     min_reps: int
     max_reps: int

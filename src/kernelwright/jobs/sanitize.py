@@ -1,5 +1,6 @@
 """The sanitize job: one forward of the candidate under compute-sanitizer (the tool wraps the process).
-Runs in :func:`kernelwright.verify.sanitize.run_sanitize_job`."""
+Runs in :func:`kernelwright.verify.child.sanitize.run_sanitize_job`; the parent's side (the tool run, its log
+read into findings) is verify/sanitize.py."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class SanitizeRan(Report):
 class SanitizeSpec(JobSpec):
     job: ClassVar[str] = "sanitize"
     reports: ClassVar[tuple[type[Report], ...]] = (SanitizeRan,)
-    runs: ClassVar[str] = "kernelwright.verify.sanitize:run_sanitize_job"
+    runs: ClassVar[str] = "kernelwright.verify.child.sanitize:run_sanitize_job"
     untrusted: ClassVar[bool] = True
 
     problem: str

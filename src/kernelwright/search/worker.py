@@ -28,9 +28,9 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
     from kernelwright.hardware import gpu_lock
     from kernelwright.problem.files import import_from_path
     from kernelwright.verify import compare, tensors, trials
-    from kernelwright.verify.candidate import classify_exception
-    from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
-    from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
+    from kernelwright.verify.child.candidate import classify_exception
+    from kernelwright.verify.child.timing import Clock, l2_flush_bytes, measure
+    from kernelwright.verify.inputs import PROBLEM_MODULE, make_init_inputs, make_inputs
 
     device = runtime.device_of(spec.device)
     runtime.configure_precision(spec.policy)

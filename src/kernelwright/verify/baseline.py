@@ -57,8 +57,8 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
     from kernelwright.problem import sizes
     from kernelwright.problem.files import import_from_path
     from kernelwright.verify import tensors
-    from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs
-    from kernelwright.verify.timing import Clock, l2_flush_bytes, measure
+    from kernelwright.verify.child.timing import Clock, l2_flush_bytes, measure
+    from kernelwright.verify.inputs import PROBLEM_MODULE, make_init_inputs
 
     device = runtime.device_of(spec.device)
     runtime.configure_precision(spec.policy)

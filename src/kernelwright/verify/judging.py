@@ -5,13 +5,13 @@ so that the orchestration reads as the protocol: it uses the verification's plan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kernelwright import jobs
 from kernelwright.isolation.process import ChildRun
 from kernelwright.verify import compare, tensors, trials
 from kernelwright.verify.findings import SPECIAL_TRIAL_CODES
-from kernelwright.verify.launches import trials_without_own
 from kernelwright.verify.records import TrialOutcome
 
 UNREPORTED = jobs.ReferenceTrial(index=-1, kind="unreported")  # a trial the reference said nothing of
@@ -198,3 +198,16 @@ def _replay_message(trial: trials.TrialSpec, replayed: int) -> str:
                 "pointer")
     return (f"trial {trial.index} returned exactly the output of trial {replayed}, whose inputs were different: "
             "outputs are replayed from a cache")
+
+
+def trials_without_own(reports: Sequence[jobs.CandidateTrial]) -> list[int]:
+    """Checked calls that ran no kernel of the candidate's own, read from the job's reports (the child's
+    verify/child/launches.py counts, the parent judges). On a GPU every checked call is profiled: the device kernels
+    decide. On the CPU the launches seen from Python decide, and only when some call showed one (an accounting that
+    sees none anywhere says nothing about single calls; the kernel list then decides)."""
+    profiled = [t for t in reports if t.own_device_kernels is not None]
+    if profiled:
+        return [t.index for t in profiled if not t.own_device_kernels]
+    if not any(t.own_calls > 0 for t in reports):
+        return []
+    return [t.index for t in reports if t.own_calls == 0]

@@ -46,7 +46,7 @@ def run_probe_job(spec: ProbeSpec, channel: Channel) -> None:
     from kernelwright.problem.files import import_from_path, read_problem
     from kernelwright.problem.sizes import reduced_sizes
     from kernelwright.verify import runtime, tensors
-    from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
+    from kernelwright.verify.inputs import PROBLEM_MODULE, make_init_inputs, make_inputs
 
     runtime.quiet_warnings()
     device = runtime.device_of(spec.device)

@@ -17,57 +17,16 @@ from typing import Any
 import torch
 
 from kernelwright.hardware import gpu_lock
-from kernelwright.isolation.child import Channel, JobFailure, short_traceback
+from kernelwright.isolation.child import Channel, JobFailure
 from kernelwright.isolation.protocol import Note
 from kernelwright.jobs import DeviceFacts, ReferenceKernels, ReferenceSpec, ReferenceTrial, Semantics, Work
 from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
 from kernelwright.verify import compare, roofline, runtime, sparse, tensors, trials
+from kernelwright.verify.inputs import PROBLEM_MODULE, make_init_inputs, make_inputs, problem_failure
 
-PROBLEM_MODULE = "kernelwright_problem"
 SCALE_FACTORS = (64.0, 8.0)
 HEAVY_TAIL_SIGMA = (1.0, 0.5)
-
-
-def _problem_failure(what: str, exc: BaseException) -> JobFailure:
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return JobFailure("problem_error", "problem-error", f"{what} raised {type(exc).__name__}: {first}".rstrip(": "),
-                      detail=short_traceback(exc))
-
-
-def make_inputs(module: Any, seed: int, device: torch.device | str | None = None) -> list[Any]:
-    """``get_inputs()`` under ``seed``; with ``device``, its tensor factories default to that device (a gigabyte of
-    ``torch.rand`` takes a CPU seconds and a GPU a millisecond; "meta" gives shapes only). A ``get_inputs`` that
-    fails there is run again on the CPU, and its error, if any, is the CPU run's."""
-    if device is not None and torch.device(device).type != "cpu":
-        torch.manual_seed(seed)
-        try:
-            with torch.device(device):
-                values = module.get_inputs()
-            if isinstance(values, (list, tuple)):
-                return list(values)
-        except Exception:
-            pass
-    torch.manual_seed(seed)
-    try:
-        values = module.get_inputs()
-    except Exception as exc:
-        raise _problem_failure("the problem's get_inputs()", exc) from exc
-    if not isinstance(values, (list, tuple)):
-        raise JobFailure("problem_error", "problem-error",
-                         f"the problem's get_inputs() returned a {type(values).__name__}; it must return a list")
-    return list(values)
-
-
-def make_init_inputs(module: Any, seed: int) -> list[Any]:
-    if not hasattr(module, "get_init_inputs"):
-        return []
-    torch.manual_seed(seed)
-    try:
-        values = module.get_init_inputs()
-    except Exception as exc:
-        raise _problem_failure("the problem's get_init_inputs()", exc) from exc
-    return list(values) if isinstance(values, (list, tuple)) else [values]
 
 
 class _Outputs(list):
@@ -274,7 +233,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
     try:
         module = import_from_path(spec.problem, PROBLEM_MODULE)
     except Exception as exc:
-        raise _problem_failure("importing the problem", exc) from exc
+        raise problem_failure("importing the problem", exc) from exc
     if not isinstance(getattr(module, "Model", None), type):
         raise JobFailure("problem_error", "problem-error", "the problem defines no class Model")
     sizes.apply(module, spec.size_overrides)
@@ -284,7 +243,7 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
     try:
         model = module.Model(*init_inputs)
     except Exception as exc:
-        raise _problem_failure("the problem's Model(*get_init_inputs())", exc) from exc
+        raise problem_failure("the problem's Model(*get_init_inputs())", exc) from exc
     model = model.to(device)
     tensors.save(init_inputs, shared / "init.pt")
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, shared / "state.pt")
@@ -493,7 +452,7 @@ class _Answers:
                 raise
             except Exception as exc:
                 if trial.kind == trials.RANDOM and trial.index == 0:
-                    raise _problem_failure("the problem's Model.forward", exc) from exc
+                    raise problem_failure("the problem's Model.forward", exc) from exc
                 skipped = f"the reference fails on these inputs ({type(exc).__name__})"
                 break
             if self.model64 is not None:
@@ -517,7 +476,7 @@ def _report_reference_kernels(model: torch.nn.Module, inputs: list[Any], device:
                               channel: Channel) -> None:
     """The kernels (GPU) or aten operators (CPU) one forward of the reference runs: a candidate whose library
     calls already run all of them is the reference in disguise."""
-    from kernelwright.verify import launches
+    from kernelwright.verify.child import launches
 
     dev_inputs = tensors.to_device(inputs, device)
     try:

@@ -3,8 +3,9 @@ child (the candidate never runs in this process), at reduced sizes (the tools sl
 
 A kernel can pass every numeric trial and still be wrong: a store a few bytes past its buffer lands in the caching
 allocator's slack, a missing ``__syncthreads`` races only under another schedule, a read of uninitialised shared
-memory happens to see zeros. The sanitizer sees them. The child (``sanitize`` job) builds the problem's ``Model`` and
-the candidate's ``ModelNew`` with the same weights, runs one forward on seeded inputs and synchronises, under
+memory happens to see zeros. The sanitizer sees them. The child (the ``sanitize`` job, verify/child/sanitize.py)
+builds the problem's ``Model`` and the candidate's ``ModelNew`` with the same weights, runs one forward on seeded
+inputs and synchronises, under
 
     compute-sanitizer --tool TOOL --error-exitcode 86 --print-limit 20 python -m kernelwright.isolation.child ...
 
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelwright.isolation.child import Channel
 from kernelwright.isolation.protocol import JobError
 from kernelwright.jobs import SanitizeRan, SanitizeSpec
 from kernelwright.records import Severity
@@ -216,38 +216,6 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
-
-
-def run_sanitize_job(spec: SanitizeSpec, channel: Channel) -> None:
-    """The candidate's forward, once, on seeded inputs at reduced sizes, with the reference model's weights."""
-    import torch
-
-    from kernelwright.problem import sizes
-    from kernelwright.problem.files import import_from_path, read_problem
-    from kernelwright.verify import runtime, tensors
-    from kernelwright.verify.reference import PROBLEM_MODULE, make_init_inputs, make_inputs
-
-    runtime.quiet_warnings()
-    device = runtime.device_of(spec.device)
-    overrides = dict(spec.size_overrides)
-    if not overrides and spec.max_elements > 0:
-        overrides = sizes.reduced_sizes(read_problem(spec.problem), max_elements=spec.max_elements)
-    problem = import_from_path(spec.problem, PROBLEM_MODULE)
-    sizes.apply(problem, overrides)
-    candidate = import_from_path(spec.candidate, "kernelwright_candidate")
-    init = make_init_inputs(problem, spec.seed)
-    torch.manual_seed(spec.seed)
-    reference = problem.Model(*init).to(device)
-    torch.manual_seed(spec.seed)
-    model = candidate.ModelNew(*init).to(device)
-    model.load_state_dict(reference.state_dict(), strict=False)
-    del reference
-    inputs = tensors.to_device(make_inputs(problem, spec.seed + 1, device), device)
-    started = time.perf_counter()
-    with torch.no_grad():
-        model(*inputs)
-    runtime.synchronize(device)
-    channel.send(SanitizeRan(seconds=time.perf_counter() - started, sizes=overrides))
 
 
 def judge(judge: Any, problem: str | Path, candidate: str | Path, tools: tuple[str, ...], *, device: str,

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from kernelwright.jobs import CandidateTrial, KernelRecord
+from kernelwright.jobs import KernelRecord
 from kernelwright.problem.files import global_functions
 
 # aten operators that allocate or re-describe memory without computing: not "library work".
@@ -392,14 +392,3 @@ def cpu_kernel_records(recorder: LaunchRecorder, aten: Counter[str]) -> list[Ker
     ]
     return records
 
-
-def trials_without_own(reports: Sequence[CandidateTrial]) -> list[int]:
-    """Checked calls that ran no kernel of the candidate's own. On a GPU every checked call is profiled: the
-    device kernels decide. On the CPU the launches seen from Python decide, and only when some call showed one
-    (an accounting that sees none anywhere says nothing about single calls; the kernel list then decides)."""
-    profiled = [t for t in reports if t.own_device_kernels is not None]
-    if profiled:
-        return [t.index for t in profiled if not t.own_device_kernels]
-    if not any(t.own_calls > 0 for t in reports):
-        return []
-    return [t.index for t in reports if t.own_calls == 0]

@@ -164,9 +164,10 @@ class _CandidateJob:
         import torch
 
         from kernelwright.problem.files import import_from_path
-        from kernelwright.verify import launches, poison, tensors, trials
-        from kernelwright.verify.integrity import IntegrityMonitor
-        from kernelwright.verify.timing import Clock, measure, side_stream_suspected
+        from kernelwright.verify import tensors, trials
+        from kernelwright.verify.child import launches, poison
+        from kernelwright.verify.child.integrity import IntegrityMonitor
+        from kernelwright.verify.child.timing import Clock, measure, side_stream_suspected
 
         # Every module and function the phases use is bound here, before the candidate is imported: a candidate
         # that swaps a module in sys.modules afterwards does not reach the harness's own references.

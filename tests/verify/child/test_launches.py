@@ -1,15 +1,13 @@
 """Which kernels are the candidate's own: names as the profiler prints them, CUDA sources it compiled, Triton code
-of installed libraries, and the per-call accounting the parent judges."""
+of installed libraries (the per-call accounting the parent judges is test_judging.py's)."""
 
 from __future__ import annotations
 
-from kernelwright.jobs import CandidateTrial
-from kernelwright.verify.launches import (
+from kernelwright.verify.child.launches import (
     LaunchRecorder,
     _installed_code,
     classify_device_kernels,
     qualified_name,
-    trials_without_own,
 )
 
 
@@ -58,17 +56,3 @@ def test_triton_code_of_installed_packages_is_library_code() -> None:
 
     assert not _installed_code(mine)
 
-
-def _trial(index: int, own_calls: int, own_device_kernels: tuple[str, ...] | None = None) -> CandidateTrial:
-    return CandidateTrial(index=index, kind="random", output_types=("torch.Tensor",), outputs=(), container="tensor",
-                          mutated_inputs=(), aliased_outputs=(), late_writes=(), triton_launches={},
-                          extension_calls={}, own_calls=own_calls, own_device_kernels=own_device_kernels,
-                          device_kernels=None if own_device_kernels is None else len(own_device_kernels), wall_s=0.0)
-
-
-def test_calls_without_an_own_kernel() -> None:
-    # GPU: every call profiled, device evidence decides
-    assert trials_without_own([_trial(0, 0, ("k",)), _trial(1, 0, ())]) == [1]
-    # CPU: only when the Python-side accounting saw an own launch on some call
-    assert trials_without_own([_trial(0, 1), _trial(1, 0)]) == [1]
-    assert trials_without_own([_trial(0, 0), _trial(1, 0)]) == []

@@ -33,7 +33,7 @@ WATCHED = (
     "torch.Tensor:cpu", "torch.Tensor:to", "torch.Tensor:clone", "torch.Tensor:detach", "torch.Tensor:contiguous",
     "torch.Tensor:__eq__", "torch.Tensor:data_ptr", "torch.Tensor:copy_",
     "threading:enumerate", "os:write", "json:dumps", "hashlib:blake2b",
-    "kernelwright.verify.timing:measure", "kernelwright.verify.timing:Clock.capture",
+    "kernelwright.verify.child.timing:measure", "kernelwright.verify.child.timing:Clock.capture",
     "kernelwright.verify.tensors:save", "kernelwright.verify.tensors:digest",
     "kernelwright.verify.tensors:_device_digest", "kernelwright.verify.tensors:load",
     "kernelwright.verify.tensors:flatten_outputs", "kernelwright.verify.tensors:describe",
@@ -41,20 +41,23 @@ WATCHED = (
     "kernelwright.isolation.child:Channel.send", "kernelwright.isolation.protocol:wire",
     "kernelwright.isolation.protocol:_encode",
     # what lists the candidate's kernels and fills free memory with poison
-    "kernelwright.verify.launches:cpu_kernel_records", "kernelwright.verify.launches:classify_device_kernels",
-    "kernelwright.verify.launches:profile_cuda_kernels", "kernelwright.verify.launches:AtenRecorder",
-    "kernelwright.verify.launches:LaunchRecorder.own_calls", "kernelwright.verify.launches:LaunchRecorder.reset_counts",
-    "kernelwright.verify.poison:poison", "kernelwright.verify.poison:fill_uninitialized",
+    "kernelwright.verify.child.launches:cpu_kernel_records",
+    "kernelwright.verify.child.launches:classify_device_kernels",
+    "kernelwright.verify.child.launches:profile_cuda_kernels", "kernelwright.verify.child.launches:AtenRecorder",
+    "kernelwright.verify.child.launches:LaunchRecorder.own_calls",
+    "kernelwright.verify.child.launches:LaunchRecorder.reset_counts",
+    "kernelwright.verify.child.poison:poison", "kernelwright.verify.child.poison:fill_uninitialized",
     "kernelwright.verify.runtime:synchronize",
     # the timing summary (the parent recomputes it from the raw samples; a patch is still tampering)
     "statistics:median", "statistics:mean", "statistics:fmean", "statistics:quantiles", "numpy:median",
     "numpy:percentile", "numpy:quantile",
     # the harness's own checks, the channel's write path and the phases a pass depends on
-    "kernelwright.verify.integrity:IntegrityMonitor.check_identities",
-    "kernelwright.verify.integrity:IntegrityMonitor.check_background",
-    "kernelwright.verify.integrity:IntegrityMonitor._audit", "kernelwright.isolation.child:Channel._write",
-    "kernelwright.verify.candidate:_CandidateJob.run_trial", "kernelwright.verify.candidate:_CandidateJob.time",
-    "kernelwright.verify.candidate:_emit_cubins", "kernelwright.jobs.records:Measurement.from_samples",
+    "kernelwright.verify.child.integrity:IntegrityMonitor.check_identities",
+    "kernelwright.verify.child.integrity:IntegrityMonitor.check_background",
+    "kernelwright.verify.child.integrity:IntegrityMonitor._audit", "kernelwright.isolation.child:Channel._write",
+    "kernelwright.verify.child.candidate:_CandidateJob.run_trial",
+    "kernelwright.verify.child.candidate:_CandidateJob.time",
+    "kernelwright.verify.child.candidate:_emit_cubins", "kernelwright.jobs.records:Measurement.from_samples",
 )  # fmt: skip
 
 # Hooks that see everything the process does, the harness's work included (integrity #32): a candidate installs none.
