@@ -4,7 +4,9 @@ and forks each job from there instead of starting a fresh interpreter (about 4 s
 One zygote serves one interpreter setting: the job environment without its per-job paths (a CPU job's Triton
 interpreter and hidden GPU make another zygote than a GPU job's). It holds no candidate or problem code, no
 secret (it starts with the scrubbed environment), never opens CUDA (each job opens its own context) and is not
-dumpable, so no job of the same user can trace it or read its memory. It is single-threaded: every fork copies one
+dumpable, so no job of the same user can trace it or read its memory. It holds every job's modules, so a job's
+process holds more of kernelwright than its own (verify/child) needs: nothing a job could not import itself, and
+nothing whose result the parent takes on trust. It is single-threaded: every fork copies one
 thread and no lock some other thread held.
 
 For each job the parent sends, over a ``SOCK_SEQPACKET`` socket, the job's command line (``kernelwright.jobs``'s
@@ -60,6 +62,7 @@ _WARM = ("numpy", "torch", "torch._dynamo", "torch.utils.flop_counter", "torch.p
          "triton", "triton.language", "triton.compiler", "kernelwright.jobs", "kernelwright.config",
          "kernelwright.problem.sizes", "kernelwright.problem.files", "kernelwright.inspect.triton_compile",
          "kernelwright.inspect.cuda_compile", "kernelwright.verify.compare", "kernelwright.verify.sparse",
+         "kernelwright.verify.inputs",
          "kernelwright.hardware.gpu_lock", "kernelwright.runtime.interpreter")
 _WARM_GPU = ("torch._inductor.compile_fx",)  # the torch.compile baselines (GPU only): some 4 s
 
