@@ -22,10 +22,11 @@ workspace = test_loop.workspace  # the fixture: a problem file, a kernelwright.t
 
 def test_a_call_still_running_at_the_deadline_is_abandoned_not_waited_for(workspace, fake_llm) -> None:
     server = fake_llm(lambda request, index: Reply(content=reply_with(kernel("passed", ms=1.0 + index)),
-                                                   hang_s=0.2 if index == 0 else 20))
+                                                   hang_s=0.2 if index == 0 else 300))
     started = time.monotonic()
     result = _run(workspace, server, budget_s=3.0)
-    assert time.monotonic() - started < 10.0  # not the 20 s the second call hangs
+    # not the 300 s the second call hangs (the bound is loose: a loaded machine may be slow, never 300 s slow)
+    assert time.monotonic() - started < 120
     assert "wall-time budget" in result.stop_reason
 
 

@@ -409,7 +409,10 @@ def box_plan(workdir: Path, memory_limit_bytes: int, *, untrusted: bool, keep: S
     kept = [str(workdir.resolve()), *(os.path.realpath(k) for k in keep), *_shared_lock_files()]
     # What Python runs from (the interpreter, torch, kernelwright itself) is read-only to the job: code a later
     # job imports, or a trusted one, is not the candidate's to rewrite.
-    code = _outermost({os.path.realpath(p) for p in python if p and os.path.exists(p)} - {"/"})
+    # A path that is, or holds, a hidden folder (a script's own folder in /tmp first on sys.path) would bring it
+    # back in view: such a path is left out (what Python needs inside it is on the list by its own name).
+    code = _outermost({real for real in (os.path.realpath(p) for p in python if p and os.path.exists(p))
+                       if not any(h == real or _under(h, [real]) for h in hidden)})
     keys = cache / "keys"  # the cache's secret (verify/decoys.py's digests): out of the job's sight
     with contextlib.suppress(OSError):
         keys.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -533,7 +533,7 @@ def _emit_cubins(channel: Channel, recorder: Any, out_dir: Path, device: Any, ar
         channel.send(Binary(name=name, path=path))
     # A kernel launched directly (not through JITFunction.run) has nothing to compile from here: say so, since the
     # parent counts a missing compiled kernel of one that ran as missing evidence.
-    without = recorder.launched - (set(recorder.compiled) if device.type == "cuda" else set())
+    without = recorder.launched - set(recorder.compiled) if device.type == "cuda" else set()  # no native cubin on CPU
     if archs:
         without |= recorder.launched - set(recorder.first)
     for name in sorted(without):
