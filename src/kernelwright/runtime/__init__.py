@@ -18,7 +18,7 @@ from typing import Any
 
 _WHERE = {
     "interpret_requested": "interpreter", "interpreting": "interpreter", "check_interpreter": "interpreter",
-    "install_interpreter_bf16_dot_fix": "interpreter", "load_module": "modules",
+    "install_interpreter_bf16_dot_fix": "interpreter", "install_interpreter_patch_cache": "interpreter", "load_module": "modules",
     "PRECISIONS": "dispatch", "PRECISION_LABELS": "dispatch", "VariantSpec": "dispatch", "runs_on": "dispatch",
     "precision_allows": "dispatch", "select_variant": "dispatch", "launched_kernels": "dispatch",
     "wrap_launches": "dispatch", "build_instance": "dispatch",

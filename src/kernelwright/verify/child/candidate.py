@@ -32,7 +32,11 @@ from kernelwright.jobs import (
     TrialStart,
     Weights,
 )
-from kernelwright.runtime.interpreter import install_interpreter_bf16_dot_fix, interpret_requested
+from kernelwright.runtime.interpreter import (
+    install_interpreter_bf16_dot_fix,
+    install_interpreter_patch_cache,
+    interpret_requested,
+)
 from kernelwright.verify import runtime
 
 CANDIDATE_MODULE = "kernelwright_candidate"
@@ -192,6 +196,7 @@ class _CandidateJob:
         recorder.install()
         if interpret_requested():
             install_interpreter_bf16_dot_fix()
+            install_interpreter_patch_cache()
             launches.install_interpreter_autotune(recorder)
         if device.type != "cuda":
             _hook_cuda_builds_without_gpu(channel, spec.arch, self.out_dir)
