@@ -427,7 +427,17 @@ def discard_zygotes() -> int:
     return len(found)
 
 
+def _forget_after_fork() -> None:
+    """A process forked from the parent (not by a zygote) has no event readers and shares the parent's sockets:
+    its jobs get zygotes of their own."""
+    global _ZYGOTES_LOCK
+    _ZYGOTES_LOCK = threading.Lock()
+    _ZYGOTES.clear()
+    _FAILED.clear()
+
+
 atexit.register(discard_zygotes)
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def main(argv: list[str]) -> None:
