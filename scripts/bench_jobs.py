@@ -27,6 +27,7 @@ def _median(values: list[float]) -> str:
 
 def _probe(problem: Path, device: str, work: Path) -> tuple[float, float, bool]:
     from kernelwright.isolation.process import run_child
+    from kernelwright.isolation.protocol import JobError
     from kernelwright.jobs import ProbeResult, ProbeSpec
 
     started = time.monotonic()
@@ -35,7 +36,9 @@ def _probe(problem: Path, device: str, work: Path) -> tuple[float, float, bool]:
     wall = time.monotonic() - started
     result = run.report(ProbeResult)
     if result is None or not result.ok:
-        raise SystemExit(f"the probe job failed: {run.describe_exit()}\n{run.stderr_tail}")
+        error = run.report(JobError)
+        raise SystemExit(f"the probe job failed: {result.message if result else run.describe_exit()}"
+                         f"{': ' + error.message if error else ''}\n{run.stderr_tail}")
     return wall, run.first_message_s or wall, run.forked
 
 
@@ -47,6 +50,7 @@ def main() -> None:
     parser.add_argument("--problem", type=Path, default=ROOT / "examples/problems/softmax_small.py")
     parser.add_argument("--candidate", type=Path, default=ROOT / "examples/softmax_triton.py")
     args = parser.parse_args()
+    args.problem, args.candidate = args.problem.resolve(), args.candidate.resolve()  # the job runs in its own folder
 
     from kernelwright.config import config
     from kernelwright.isolation import zygote
