@@ -502,6 +502,39 @@ def _box_report(control_fd: int) -> dict[str, Any]:
     return report
 
 
+def warm_zygote(device: str | None, env_extra: Mapping[str, str] | None = None) -> bool:
+    """Start the zygote for ``device``'s jobs now (it imports for some 4 s while the caller does its own work), so
+    the first job forks at once; False where none is used (``job_zygote = false``) or none can start."""
+    from kernelwright.config import config
+
+    if not config.job_zygote or _STOPPING.is_set():
+        return False
+    from kernelwright.isolation import zygote
+
+    env = scrubbed_environment({**job_environment(device), **(env_extra or {})} if device is not None else env_extra)
+    try:
+        zygote.zygote_for(env)
+    except (zygote.ZygoteUnavailable, OSError) as exc:
+        log.info("no zygote for %s jobs: %s", device, exc)
+        return False
+    return True
+
+
+def _zygote_ready(env: Mapping[str, str]) -> bool:
+    """Whether a prestart would start at once: no zygote is used, or this setting's has finished its imports (one
+    still importing would hold the caller for seconds; the job then forks when it comes, a fraction of a second)."""
+    from kernelwright.config import config
+
+    if not config.job_zygote:
+        return True
+    from kernelwright.isolation import zygote
+
+    try:
+        return zygote.zygote_for(env).ready
+    except (zygote.ZygoteUnavailable, OSError):
+        return True  # the prestart starts a fresh interpreter, as without a zygote
+
+
 def prestart_child(job: str, *, workdir: Path, device: str | None = None,
                    env_extra: Mapping[str, str] | None = None, memory_limit_bytes: int | None = None,
                    keep: Sequence[str] = ()) -> bool:
@@ -513,7 +546,7 @@ def prestart_child(job: str, *, workdir: Path, device: str | None = None,
         return False
     workdir.mkdir(parents=True, exist_ok=True)
     key, env, plan, scratch = _child_setup(job, workdir, device, env_extra, memory_limit_bytes, keep)
-    if key in _PRESTARTED:
+    if key in _PRESTARTED or not _zygote_ready(env):
         return False
     scratch.mkdir(exist_ok=True)
     stdout_path, stderr_path = workdir / f"{job}-stdout.log", workdir / f"{job}-stderr.log"

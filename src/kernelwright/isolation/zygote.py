@@ -317,6 +317,11 @@ class Zygote:
         self._ready.set()
 
     @property
+    def ready(self) -> bool:
+        """Warm and serving (a job forks at once)."""
+        return self.ready_s is not None and self.alive
+
+    @property
     def alive(self) -> bool:
         return not self._gone and self.proc.poll() is None
 

@@ -28,7 +28,13 @@ from kernelwright.errors import ConfigError, InputError
 from kernelwright.hardware.calibration import installed_torch_version
 from kernelwright.hardware.local import resolve_device
 from kernelwright.isolation import protocol
-from kernelwright.isolation.process import ChildRun, discard_prestarted, prestart_child, run_child
+from kernelwright.isolation.process import (
+    ChildRun,
+    discard_prestarted,
+    prestart_child,
+    run_child,
+    warm_zygote,
+)
 from kernelwright.problem.files import CandidateFile, ProblemFile, read_candidate, read_problem
 from kernelwright.records import EAGER_DEFAULTS, Finding, ProblemTraits, Severity, Status
 from kernelwright.verify import compare, tensors, trials
@@ -71,6 +77,7 @@ def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | 
         raise InputError(f"problem {problem_file.path.name} has no module-level size {unknown[0]!r} "
                          f"(its sizes: {known})")
     device = resolve_device(opts.device)
+    warm_zygote(device)  # its imports overlap the sizing below and the reference's set-up
     sizing_started = time.monotonic()
     if device == "cpu" and opts.reduce_on_cpu and not opts.size_overrides:
         from kernelwright.problem.sizes import reduced_sizes
