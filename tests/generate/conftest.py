@@ -21,6 +21,8 @@ PROBLEM_HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functiona
 SCRIPT_LOADER = """
 import importlib.util, sys
 import torch
+from kernelwright.runtime.interpreter import install_interpreter_patch_cache
+install_interpreter_patch_cache()  # as the verifier's candidate job has it
 
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)

@@ -19,10 +19,16 @@ from kernelwright.jobs import ProbeResult
 
 
 @pytest.fixture(autouse=True)
-def _fresh_zygotes():
-    zygote.discard_zygotes()
+def _zygotes_on():
     with config.scope(job_zygote=True):
         yield
+
+
+@pytest.fixture
+def fresh_zygotes():
+    """For a test that kills or replaces zygotes: none before it, none left after it."""
+    zygote.discard_zygotes()
+    yield
     zygote.discard_zygotes()
 
 
@@ -75,7 +81,7 @@ print("THREADS", sorted(t.name for t in threading.enumerate()), flush=True)
     assert "first-job-thread" not in out, out
 
 
-def test_a_killed_zygote_is_replaced_and_the_next_job_still_forks(tmp_path: Path) -> None:
+def test_a_killed_zygote_is_replaced_and_the_next_job_still_forks(tmp_path: Path, fresh_zygotes: None) -> None:
     problem = _problem(tmp_path, "plain")
     assert _probe(problem, tmp_path / "w1").forked
     warm = _cpu_zygote()
@@ -86,7 +92,7 @@ def test_a_killed_zygote_is_replaced_and_the_next_job_still_forks(tmp_path: Path
     assert _cpu_zygote() is not warm
 
 
-def test_a_zygote_that_dies_while_its_job_runs_ends_the_job_not_the_parent(tmp_path: Path) -> None:
+def test_a_zygote_that_dies_while_its_job_runs_ends_the_job_not_the_parent(tmp_path: Path, fresh_zygotes: None) -> None:
     problem = _problem(tmp_path, "slow", top="import time\ntime.sleep(60)")
     assert _probe(_problem(tmp_path, "plain"), tmp_path / "w0").forked  # the zygote is warm
     warm = _cpu_zygote()
@@ -98,7 +104,8 @@ def test_a_zygote_that_dies_while_its_job_runs_ends_the_job_not_the_parent(tmp_p
 
 
 def test_a_zygote_that_cannot_start_leaves_each_job_to_a_fresh_interpreter(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          fresh_zygotes: None) -> None:
     monkeypatch.setattr(zygote.Zygote, "COMMAND", (sys.executable, "-c", "import sys; sys.exit(3)"))
     problem = _problem(tmp_path, "plain")
     for i in range(2):  # the first finds it dead at start, the second knows it without trying again
