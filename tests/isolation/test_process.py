@@ -129,6 +129,7 @@ def test_a_prestarted_child_takes_the_job_and_serves_only_one(tmp_path: Path) ->
     from kernelwright.jobs import ProbeResult
 
     work = tmp_path / "work"
+    process.warm_zygote("cpu", wait=True)  # a prestart starts at once only from a zygote that serves
     assert process.prestart_child("probe", workdir=work, device="cpu")
     assert not process.prestart_child("probe", workdir=work, device="cpu")  # one waits already
     waiting = next(p for k, p in process._PRESTARTED.items() if k[1] == str(work.resolve()))
@@ -148,6 +149,7 @@ def test_a_prestarted_child_that_died_costs_nothing_and_discard_ends_the_rest(tm
     from kernelwright.jobs import ProbeResult
 
     work = tmp_path / "work"
+    process.warm_zygote("cpu", wait=True)  # a prestart starts at once only from a zygote that serves
     assert process.prestart_child("probe", workdir=work, device="cpu")
     waiting = next(p for k, p in process._PRESTARTED.items() if k[1] == str(work.resolve()))
     os.killpg(waiting.proc.pid, signal.SIGKILL)
@@ -155,6 +157,7 @@ def test_a_prestarted_child_that_died_costs_nothing_and_discard_ends_the_rest(tm
     run = run_child("probe", _probe_spec(_probe_problem(tmp_path)), workdir=work, timeout_s=120, device="cpu")
     assert run.finished and run.report(ProbeResult) is not None, run.stderr_tail
     # another environment is another key: a prestart never serves a job it was not started for
+    process.warm_zygote("cpu", {"KW_TEST_MARK": "1"}, wait=True)  # another environment: a zygote of its own
     assert process.prestart_child("probe", workdir=work, device="cpu", env_extra={"KW_TEST_MARK": "1"})
     other = next(p for k, p in process._PRESTARTED.items() if k[1] == str(work.resolve()))
     plain = run_child("probe", _probe_spec(_probe_problem(tmp_path)), workdir=work, timeout_s=120, device="cpu")
@@ -167,6 +170,7 @@ def test_a_crash_in_a_prestarted_childs_job_is_that_jobs_verdict(tmp_path: Path)
     from kernelwright.isolation import process
 
     work = tmp_path / "work"
+    process.warm_zygote("cpu", wait=True)  # a prestart starts at once only from a zygote that serves
     assert process.prestart_child("probe", workdir=work, device="cpu")
     problem = _probe_problem(tmp_path, body="import os; os._exit(3)")
     run = run_child("probe", _probe_spec(problem), workdir=work, timeout_s=120, device="cpu")

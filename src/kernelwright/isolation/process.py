@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.isolation import protocol
 from kernelwright.isolation.child import ENTRY_MODULE
+from kernelwright.isolation.plan import box_plan
 
 R = TypeVar("R", bound=protocol.Report)
 
@@ -332,6 +333,7 @@ def _child_setup(job: str, workdir: Path, device: str | None, env_extra: Mapping
                  memory_limit_bytes: int | None, keep: Sequence[str] = ()
                  ) -> tuple[tuple[Any, ...], dict[str, str], dict[str, Any], Path]:
     """(the key a prestarted child is found by, its environment, its box's plan, its scratch directory)."""
+    import kernelwright.jobs  # noqa: F401 - registers every job (a caller may name one it never imported)
     if memory_limit_bytes is None:
         memory_limit_bytes = memory_limit(device)
     untrusted = job in protocol.jobs() and protocol.spec_class(job).untrusted
@@ -346,79 +348,6 @@ def _child_setup(job: str, workdir: Path, device: str | None, env_extra: Mapping
 
 
 _BOX_SCRIPT = str(Path(__file__).with_name("box.py"))
-
-
-def _hidden_roots() -> list[str]:
-    """Folders where other jobs' files live (every verify's working directory): hidden from an untrusted job."""
-    import tempfile
-
-    from kernelwright.config import config
-
-    roots = [tempfile.gettempdir(), "/dev/shm", config.scratch_dir or ""]
-    found: list[str] = []
-    for root in roots:
-        real = os.path.realpath(root) if root else ""
-        if real and real != "/" and os.path.isdir(real) and real not in found:
-            found.append(real)
-    return found
-
-
-def _under(path: str, roots: Sequence[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-
-
-def _shared_lock_files() -> list[str]:
-    """The GPU lock's files (a parallel bench's): every job on a GPU takes turns on them, so an untrusted job keeps
-    them in view and writable wherever they lie (made here, since only an existing file can be bound)."""
-    from kernelwright.config import config
-    from kernelwright.hardware import gpu_lock
-
-    path = config.gpu_lock or ""
-    if not path:
-        return []
-    found = []
-    for name in (path, path + ".gate", gpu_lock.hold_log(path)):
-        with contextlib.suppress(OSError):
-            os.close(os.open(name, os.O_RDWR | os.O_CREAT, 0o600))
-            found.append(os.path.realpath(name))
-    return found
-
-
-def _outermost(paths: set[str]) -> list[str]:
-    """``paths`` without those inside another of them."""
-    return sorted(p for p in paths if not any(_under(p, [q]) and p != q for q in paths))
-
-
-def box_plan(workdir: Path, memory_limit_bytes: int, *, untrusted: bool, keep: Sequence[str] = ()) -> dict[str, Any]:
-    """What :mod:`kernelwright.isolation.box` arranges for one job. Every job: its own PID namespace (or a
-    subreaper), no capabilities, the memory limit. An untrusted job besides: the kernelwright cache read-only, the
-    temporary folders hidden, and back in view only its working directory, ``keep`` (the files it must read) and
-    what Python itself is run from."""
-    from kernelwright.config import config
-
-    plan: dict[str, Any] = {"mode": config.job_box, "memory_limit": int(memory_limit_bytes), "drop_privileges": True}
-    if not untrusted:
-        return plan
-    cache = Path(config.cache_dir)
-    with contextlib.suppress(OSError):
-        cache.mkdir(parents=True, exist_ok=True)
-    hidden = _hidden_roots()
-    python = [sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              *sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep),
-              str(Path(__file__).resolve().parents[2])]
-    kept = [str(workdir.resolve()), *(os.path.realpath(k) for k in keep), *_shared_lock_files()]
-    # What Python runs from (the interpreter, torch, kernelwright itself) is read-only to the job: code a later
-    # job imports, or a trusted one, is not the candidate's to rewrite.
-    # A path that is, or holds, a hidden folder (a script's own folder in /tmp first on sys.path) would bring it
-    # back in view: such a path is left out (what Python needs inside it is on the list by its own name).
-    code = _outermost({real for real in (os.path.realpath(p) for p in python if p and os.path.exists(p))
-                       if not any(h == real or _under(h, [real]) for h in hidden)})
-    keys = cache / "keys"  # the cache's secret (verify/decoys.py's digests): out of the job's sight
-    with contextlib.suppress(OSError):
-        keys.mkdir(parents=True, exist_ok=True, mode=0o700)
-    plan.update(readonly=[*code, *([str(cache.resolve())] if cache.is_dir() else [])],
-                hide=[*hidden, *([str(keys.resolve())] if keys.is_dir() else [])], keep=sorted({k for k in kept if _under(k, hidden) or _under(k, [str(cache.resolve())])}))
-    return plan
 
 
 def _popen(argv: list[str], *, wrapper: Sequence[str] = (), scratch: Path, env: dict[str, str], write_fd: int,
@@ -502,9 +431,10 @@ def _box_report(control_fd: int) -> dict[str, Any]:
     return report
 
 
-def warm_zygote(device: str | None, env_extra: Mapping[str, str] | None = None) -> bool:
+def warm_zygote(device: str | None, env_extra: Mapping[str, str] | None = None, *, wait: bool = False) -> bool:
     """Start the zygote for ``device``'s jobs now (it imports for some 4 s while the caller does its own work), so
-    the first job forks at once; False where none is used (``job_zygote = false``) or none can start."""
+    the first job forks at once (``wait``: return once it serves); False where none is used (``job_zygote =
+    false``) or none can start."""
     from kernelwright.config import config
 
     if not config.job_zygote or _STOPPING.is_set():
@@ -513,11 +443,11 @@ def warm_zygote(device: str | None, env_extra: Mapping[str, str] | None = None) 
 
     env = scrubbed_environment({**job_environment(device), **(env_extra or {})} if device is not None else env_extra)
     try:
-        zygote.zygote_for(env)
+        warm = zygote.zygote_for(env)
     except (zygote.ZygoteUnavailable, OSError) as exc:
         log.info("no zygote for %s jobs: %s", device, exc)
         return False
-    return True
+    return warm.wait_ready() if wait else True
 
 
 def _zygote_ready(env: Mapping[str, str]) -> bool:
@@ -542,6 +472,8 @@ def prestart_child(job: str, *, workdir: Path, device: str | None = None,
     context are ready when the spec comes (a torch import takes 5-9 s on the H200 machine). The process runs only
     kernelwright's own code until then; it still serves exactly one job. False if one is already waiting or none
     can start (``run_child`` then starts its own, as without this)."""
+    import kernelwright.jobs  # noqa: F401 - registers every job
+
     if job not in protocol.jobs() or _STOPPING.is_set():
         return False
     workdir.mkdir(parents=True, exist_ok=True)
@@ -631,7 +563,7 @@ def run_child(
     child runs under (compute-sanitizer and its options; the job's pipe passes through it). A process that
     :func:`prestart_child` started with the same arguments takes the job, if one waits (never for a wrapped one);
     the time limit counts from the hand-over. ``deadline`` (the caller's budget) cuts ``timeout_s`` to the time left;
-    a child it kills is ``budget_cut``. Every job runs in its box (:func:`box_plan`); ``keep``: the files outside
+    a child it kills is ``budget_cut``. Every job runs in its box (:func:`~kernelwright.isolation.plan.box_plan`); ``keep``: the files outside
     ``workdir`` an untrusted job must read."""
     by_budget = deadline.limits(timeout_s)
     timeout_s = deadline.cap(timeout_s, at_least_s=1.0)

@@ -316,6 +316,10 @@ class Zygote:
             self._changed.notify_all()
         self._ready.set()
 
+    def wait_ready(self, timeout_s: float = _READY_TIMEOUT_S) -> bool:
+        """Wait until it serves (True), or has died or not warmed up within ``timeout_s`` (False)."""
+        return self._ready.wait(timeout_s) and self.ready
+
     @property
     def ready(self) -> bool:
         """Warm and serving (a job forks at once)."""

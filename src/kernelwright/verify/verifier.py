@@ -403,7 +403,7 @@ class _Verification(TrialJudging, BoundaryJudging):
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
             (config.arch,) if self.device == "cpu" else ())
-        # The job sees its own working directory, not the temporary folders (isolation/process.py box_plan): the
+        # The job sees its own working directory, not the temporary folders (isolation/plan.py box_plan): the
         # candidate file goes there, under its own name.
         copy = self.workdir / "candidate-src" / self.candidate.path.name
         copy.parent.mkdir(exist_ok=True)
