@@ -4,24 +4,8 @@
 # the verifier's GPU tests and the sanitizer under the box. Logs stream to $OUT as they go.
 #   bash scripts/gpu_boundary.sh
 set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
-out="${OUT:-/tmp/gpu-boundary-out}"
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee "$out/device.txt"
-python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$out/device.txt"
-id | tee -a "$out/device.txt"
-
-step() {  # name, limit, command...
-  local name=$1 limit=$2; shift 2
-  local start=$SECONDS
-  echo "== $name (limit ${limit}s) =="
-  timeout --signal=INT --kill-after=15 "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  grep -E 'verdict|took|kernels|timing|box|containment|CASE|PASSED|FAILED|ERROR|passed|failed|Error' "$out/$name.log" \
-    | cut -c1-300 | tail -30
-  echo "== $name: exit $rc, $((SECONDS - start)) s =="
-}
+STEP_LINES='verdict|took|kernels|timing|box|containment|CASE|PASSED|FAILED|ERROR|passed|failed|Error'
+. "$(dirname "$0")/gpu_common.sh" /tmp/gpu-boundary-out
 
 # 1. A cold verify through the box (the first job on the machine), then a warm one: phases and verdict.
 step verify-cold 150 python3 -m kernelwright verify examples/problems/softmax_small.py examples/softmax_triton.py \

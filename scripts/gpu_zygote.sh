@@ -5,23 +5,8 @@
 # and the GPU verifier's tests through it. Logs stream to $OUT as they go.
 #   bash scripts/gpu_zygote.sh
 set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
-out="${OUT:-/tmp/gpu-zygote-out}"
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee "$out/device.txt"
-python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$out/device.txt"
-nproc | tee -a "$out/device.txt"
-
-step() {  # name, limit, command...
-  local name=$1 limit=$2; shift 2
-  local start=$SECONDS
-  echo "== $name (limit ${limit}s) =="
-  timeout --signal=INT --kill-after=15 "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  grep -E '^\||faster|verdict|took|passed|failed|FAILED|ERROR|Error' "$out/$name.log" | cut -c1-300 | tail -24
-  echo "== $name: exit $rc, $((SECONDS - start)) s =="
-}
+STEP_LINES='^\||faster|verdict|took|passed|failed|FAILED|ERROR|Error'
+. "$(dirname "$0")/gpu_common.sh" /tmp/gpu-zygote-out
 
 # 1. The CLI's verify in a new process, as a user meets it: first with the zygote (it starts with the process),
 #    then with a fresh interpreter per job; the first call on the machine is the cold one.

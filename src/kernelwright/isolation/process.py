@@ -312,6 +312,14 @@ def job_environment(device: str | None, *, own_cache: Path | None = None) -> dic
     return env
 
 
+def _job_env(device: str | None, env_extra: Mapping[str, str] | None, own_cache: Path | None = None) -> dict[str, str]:
+    """A job's whole environment: the scrubbed one, the device's job variables (:func:`job_environment`), then
+    ``env_extra``."""
+    if device is not None:
+        env_extra = {**job_environment(device, own_cache=own_cache), **(env_extra or {})}
+    return scrubbed_environment(env_extra)
+
+
 @dataclass
 class _Prestarted:
     """A child process started ahead of its job: Python, torch and the job's module imported (and on a GPU the
@@ -338,9 +346,7 @@ def _child_setup(job: str, workdir: Path, device: str | None, env_extra: Mapping
         memory_limit_bytes = memory_limit(device)
     untrusted = job in protocol.jobs() and protocol.spec_class(job).untrusted
     own_cache = workdir / f"{job}-cache" if untrusted else None
-    if device is not None:
-        env_extra = {**job_environment(device, own_cache=own_cache), **(env_extra or {})}
-    env = scrubbed_environment(env_extra)
+    env = _job_env(device, env_extra, own_cache)
     scratch = workdir / f"{job}-cwd"
     plan = box_plan(workdir, memory_limit_bytes, untrusted=untrusted, keep=keep)
     key = (job, str(workdir.resolve()), device, tuple(sorted(env.items())), json.dumps(plan, sort_keys=True))
@@ -391,17 +397,9 @@ def _fork_from_zygote(argv: list[str], *, scratch: Path, env: dict[str, str], wr
     from kernelwright.isolation import zygote
 
     try:
-        warm = zygote.zygote_for(env)
-        if stdin == subprocess.PIPE:
-            return warm.spawn(argv, env=env, cwd=scratch, plan=plan, channel_fd=write_fd, control_fd=control_write,
-                              stdin=None, stdout=out.fileno(), stderr=err.fileno())
-        null = os.open(os.devnull, os.O_RDONLY)
-        try:
-            return warm.spawn(argv, env=env, cwd=scratch, plan=plan, channel_fd=write_fd,
-                              control_fd=control_write, stdin=null, stdout=out.fileno(), stderr=err.fileno())
-        finally:
-            with contextlib.suppress(OSError):
-                os.close(null)
+        return zygote.zygote_for(env).spawn(argv, env=env, cwd=scratch, plan=plan, channel_fd=write_fd,
+                                            control_fd=control_write, stdout=out.fileno(), stderr=err.fileno(),
+                                            stdin_pipe=stdin == subprocess.PIPE)
     except (zygote.ZygoteUnavailable, OSError) as exc:
         log.info("no zygote for this job (%s): starting a fresh interpreter", exc)
         return None
@@ -441,7 +439,7 @@ def warm_zygote(device: str | None, env_extra: Mapping[str, str] | None = None, 
         return False
     from kernelwright.isolation import zygote
 
-    env = scrubbed_environment({**job_environment(device), **(env_extra or {})} if device is not None else env_extra)
+    env = _job_env(device, env_extra)
     try:
         warm = zygote.zygote_for(env)
     except (zygote.ZygoteUnavailable, OSError) as exc:

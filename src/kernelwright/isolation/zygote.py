@@ -344,18 +344,16 @@ class Zygote:
             return self._exits.pop(job_id)
 
     def spawn(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, plan: Mapping[str, Any],
-              channel_fd: int, control_fd: int, stdin: int | None, stdout: int, stderr: int) -> Forked:
+              channel_fd: int, control_fd: int, stdout: int, stderr: int, stdin_pipe: bool = False) -> Forked:
         """Fork one job (``argv``: ``kernelwright.jobs``'s arguments, ``"{channel}"`` where the report pipe's number
-        goes). ``stdin``: a descriptor to read, or None for a pipe the parent writes (``Forked.stdin``)."""
+        goes). Its stdin is /dev/null, or with ``stdin_pipe`` a pipe the parent writes (``Forked.stdin``)."""
         if not self._ready.wait(_READY_TIMEOUT_S) or not self.alive:
             raise ZygoteUnavailable(self.error or "the zygote did not start")
-        stdin_writer = None
-        if stdin is None:
+        if stdin_pipe:
             stdin, writer = os.pipe()
-            stdin_writer = os.fdopen(writer, "wb")
-            close_stdin = True
+            stdin_writer: IO[bytes] | None = os.fdopen(writer, "wb")
         else:
-            close_stdin = False
+            stdin, stdin_writer = os.open(os.devnull, os.O_RDONLY), None
         try:
             with self._lock:
                 self._next_id += 1
@@ -364,17 +362,16 @@ class Zygote:
                                       "plan": dict(plan)}).encode()
                 socket.send_fds(self._sock, [message], [channel_fd, control_fd, stdin, stdout, stderr])
                 reply = json.loads(self._sock.recv(_MAX_MESSAGE) or b"{}")
-        except (OSError, ValueError) as exc:
+            if "pid" not in reply:
+                raise ZygoteUnavailable(str(reply.get("error") or "the zygote did not answer"))
+        except (OSError, ValueError, ZygoteUnavailable) as exc:
             if stdin_writer is not None:
                 stdin_writer.close()
+            if isinstance(exc, ZygoteUnavailable):
+                raise
             raise ZygoteUnavailable(f"the zygote could not take the job: {exc}") from exc
         finally:
-            if close_stdin:
-                os.close(stdin)
-        if "pid" not in reply:
-            if stdin_writer is not None:
-                stdin_writer.close()
-            raise ZygoteUnavailable(str(reply.get("error") or "the zygote did not answer"))
+            os.close(stdin)  # the job holds its own copy now
         return Forked(self, job_id, int(reply["pid"]), stdin_writer)
 
     def close(self) -> None:
