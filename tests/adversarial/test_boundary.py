@@ -114,6 +114,7 @@ def test_escaped_helper_ends_with_its_job(tmp_path: Path, private_cache: Path, e
     assert not outlived, "a process the candidate started outlived its job and wrote its marker"
 
 
+@pytest.mark.slow
 def test_escaped_helper_cannot_poison_decoys(tmp_path: Path, private_cache: Path, escape_marker: Path) -> None:
     degenerate = bc.degenerate_case()
     first = _verify(degenerate, tmp_path, "cpu")

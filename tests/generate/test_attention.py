@@ -37,6 +37,7 @@ def _sm90_opcodes(verdict) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_causal_matmul_mask_softmax_matmul_fp16(check) -> None:
     # The written-out form of problems/attention_causal_fp16.py, small: seq 100 is not a multiple of any block,
     # so the causal diagonal and the sequence tail share the masked loop; the shape trial moves every size
@@ -70,6 +71,7 @@ def test_causal_matmul_mask_softmax_matmul_fp16(check) -> None:
     assert any(op.startswith("HGMMA") for op in _sm90_opcodes(verdict)), _sm90_opcodes(verdict)
 
 
+@pytest.mark.slow
 def test_sdpa_bf16_cross_attention_odd_lengths(check) -> None:
     # SDPA as captured on the CPU (its math decomposition: upcasts, sqrt(scale) on q and k, the all-masked-row
     # fix-up, the output's permute/clone); 7 queries against 127 keys, head_dim 64.
@@ -103,6 +105,7 @@ def test_sdpa_bf16_cross_attention_odd_lengths(check) -> None:
     assert "UTMALDG.4D" in _sm90_opcodes(verdict), _sm90_opcodes(verdict)
 
 
+@pytest.mark.slow
 def test_sdpa_causal_on_strided_views_second_config(check) -> None:
     # q, k, v arrive as [batch, seq, heads, dim] and are transposed: the kernel reads them through their strides
     # (nothing is copied) and writes the [seq, batch, heads, dim] layout SDPA's output has. A non-default config.
@@ -133,6 +136,7 @@ def test_sdpa_causal_on_strided_views_second_config(check) -> None:
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
 
 
+@pytest.mark.slow
 def test_fp32_bmm_keeps_ieee_precision_and_a_fixed_scale(check, tmp_path: Path) -> None:
     # 3-D torch.bmm, one query row against 1000 keys, fp32: the dots stay fp32 (input_precision="ieee"); the
     # scale 1/3 is a constant of the problem, not 1/sqrt(head_dim), and stays one at the second shape.

@@ -43,6 +43,7 @@ def _families(plan) -> list[str]:
     return [g.family for g in plan.groups]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", [0, 2])
 def test_training_batch_norm_instance_norm_and_1d(check, config_index: int) -> None:
     # Config 0 and 2 differ in block size: with 5 channels of 3 x 42 elements, config 2's 512-element blocks give a
@@ -113,6 +114,7 @@ def test_eval_mode_is_not_this_familys(tmp_path) -> None:
     assert "batchnorm" not in _families(plan)
 
 
+@pytest.mark.slow
 def test_a_candidate_that_skips_the_running_statistics_is_incorrect(tmp_path) -> None:
     """The verifier compares the module's buffers after the first trial with the reference's: a candidate whose
     outputs are right but that leaves the running variance alone is incorrect (``module-state``)."""

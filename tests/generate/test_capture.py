@@ -150,6 +150,7 @@ def test_training_mode_batch_norm_updates_its_running_statistics_in_place(tmp_pa
     assert run.returncode == 0 and "same" in run.stdout, run.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_small_tensor_constant_of_the_forward_is_written_out(check) -> None:
     # KernelBench level 2 writes `torch.min(x, torch.tensor(self.constant_value))` (three problems were refused).
     the_plan, verdict = check("tensor_constant", """
@@ -254,6 +255,7 @@ def test_class_attributes_and_decorated_methods_of_the_model_keep_their_place(tm
     assert module.ModelNew(6).linear.out_features == 12
 
 
+@pytest.mark.slow
 def test_numbers_used_as_numbers_and_numbers_that_change_dtypes(tmp_path: Path) -> None:
     # `F.leaky_relu(x, s)` takes the number as a number: export reads it with `.item()`, which the candidate now
     # writes (it wrote the recorded None and crashed). A number times a 0-d half tensor promotes when it is a tensor

@@ -84,6 +84,7 @@ def test_space_library_first_then_implicit_gemm(tmp_path) -> None:
     assert {c["precision"] for c in tf32} == {"tf32"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stride", "config_index", "second_shape"), [(1, 0, True), (2, 99, True)])
 def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape: bool) -> None:
     # The library variant at two shapes: 3 input channels and 16 output channels; 13 x 11 with padding 1. (The
@@ -99,6 +100,7 @@ def test_conv_bias_relu_fp32(check, stride: int, config_index: int, second_shape
     assert library == (config_index in (0, 99))  # config 1 is the Triton convolution: no library conv at all
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", [0, 2])
 def test_conv_eval_batchnorm_relu_bf16(check, tmp_path, config_index: int) -> None:
     # Config 0, half precision's default: the library on channels-last tensors, the input copied channels-last by
@@ -114,6 +116,7 @@ def test_conv_eval_batchnorm_relu_bf16(check, tmp_path, config_index: int) -> No
     assert any(k.name == "aten::convolution" for k in verdict.kernels) == (config_index == 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", [0, 3, 99])
 def test_batchnorm_module_residual_silu_dilated(check, config_index: int) -> None:
     # 99: the last configuration, the library on channels-last tensors and the epilogue restoring NCHW.
@@ -147,6 +150,7 @@ def test_batchnorm_module_residual_silu_dilated(check, config_index: int) -> Non
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_bare_conv_odd_channels_rectangular_kernel(check) -> None:
     # No epilogue: the library variant would be a copy, so the space starts with the implicit GEMM. 7 -> 5
     # channels (masked channel tiles), a 3 x 5 kernel, stride (2, 1), padding (1, 2).
@@ -219,6 +223,7 @@ TRANSPOSED_2D = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", [0, 1])
 def test_transposed_2d_strided_output_padding_fp32(check, config_index: int) -> None:
     # Config 0: the library's transposed convolution and our epilogue; config 1: the phase-split implicit GEMM
@@ -234,6 +239,7 @@ def test_transposed_2d_strided_output_padding_fp32(check, config_index: int) -> 
         assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
 
 
+@pytest.mark.slow
 def test_transposed_3d_grouped_dilated_bf16(check) -> None:
     # Groups of 8 -> 3 channels, stride (2, 1, 3) with dilation (1, 2, 2): along the last dimension some phases
     # have no taps at all (their pixels are the bias alone), along the first every other tap; no epilogue but the
@@ -281,6 +287,7 @@ GROUPED = """
 """
 
 
+@pytest.mark.slow
 def test_grouped_conv_bias_relu_fp32(check) -> None:
     # 3 groups of 2 input and 3 output channels (masked tiles in both), 7 x 9 and a second shape: the grouped
     # implicit GEMM (config 1). The library variant's groups are proven by the 3-D test.
@@ -292,6 +299,7 @@ def test_grouped_conv_bias_relu_fp32(check) -> None:
     assert not any(k.name == "aten::convolution" for k in verdict.kernels)
 
 
+@pytest.mark.slow
 def test_depthwise_strided_padded_bf16(check) -> None:
     # Depthwise with a channel multiplier of 2 (groups = in_channels = 5), stride 2, padding 1, no bias: the direct
     # kernel (the default; the grouped implicit GEMM, its config 3 here, is proven by test_grouped_conv_bias_relu).
@@ -341,6 +349,7 @@ def test_depthwise_direct_space_and_epilogues(tmp_path) -> None:
     assert "a direct depthwise convolution" in candidate.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [1, 3])
 def test_depthwise_direct_ranks_with_epilogue_fp32(check, rank: int) -> None:
     # 1-D: dilated, strided, bias and tanh, a second shape; 3-D: padded, an eval batch norm and a relu.
@@ -432,6 +441,7 @@ CONV3D = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", [0, 1, 99])
 def test_conv3d_padded_bias_relu_fp32(check, config_index: int) -> None:
     # Two groups, bias + relu, then a residual broadcast along depth (read by per-dimension strides); 6 taps, the
@@ -448,6 +458,7 @@ def test_conv3d_padded_bias_relu_fp32(check, config_index: int) -> None:
         assert "channels_last_3d" in candidate.read_text()
 
 
+@pytest.mark.slow
 def test_depthwise_direct_small_images_with_operands_fp16(check) -> None:
     # 5 x 5 images (a tile holds several channels), a residual of the output's shape (flat) and a per-channel
     # scale of shape (C, 1, 1) (strided, broadcast over the pixels) read by the epilogue.
@@ -551,6 +562,7 @@ def _first_tma(body: str) -> int:
         return [c["variant"] for c in ConvFamily().space(graph, group, "sm_90a")].index("tma")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [2, 1, 3])
 def test_tma_implicit_gemm_stride_one_half(check, rank: int) -> None:
     """Stride-1 half-precision convolutions on Hopper lead with the TMA variant: a tap's input box fetched by the
@@ -601,6 +613,7 @@ BARE_CONV_WIDE = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("groups", [1, 2])
 def test_fp32_conv_leads_with_3xtf32_on_hgmma(check, tmp_path, groups: int) -> None:
     """fp32 without --allow-tf32 (issue 29 item 2): the implicit GEMM's first configuration is 3xTF32 on TF32
@@ -618,6 +631,7 @@ def test_fp32_conv_leads_with_3xtf32_on_hgmma(check, tmp_path, groups: int) -> N
     assert notes and all(f.severity == "note" for f in notes)  # split precision, not a TF32 shortcut
 
 
+@pytest.mark.slow
 def test_fp32_transposed_conv_on_3xtf32_grouped(check, tmp_path) -> None:
     """A grouped, dilated, strided transposed convolution in fp32: its filter ([C_in, C_out / groups, *taps]) laid
     out [taps, C_out, C_in / groups] for the 3xTF32 implicit GEMM (config 1, after the library variant), each

@@ -60,6 +60,7 @@ def _matmul_group(tmp_path: Path, name: str, a: str, b: str) -> tuple[Plan, obje
     return the_plan, the_plan.groups[0]
 
 
+@pytest.mark.slow
 def test_linear_on_3d_input_fp32_ieee_at_a_second_shape(check, tmp_path: Path) -> None:
     """view + addmm + view around nn.Linear on [B, T, C], silu (sigmoid * x) fused; the FMA configuration stays
     IEEE: no TF32 MMA, and the view sizes follow the input at the second shape (batch 3 -> 1, tokens 7 -> 5)."""
@@ -97,6 +98,7 @@ def test_linear_on_3d_input_fp32_ieee_at_a_second_shape(check, tmp_path: Path) -
     assert not any("MMA" in op and "TF32" in op for op in opcodes), opcodes  # ...not as TF32 tensor-core MMAs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("variant", "load"), [("tma", "UTMALDG"), ("pointer", "LDGSTS")])
 def test_bf16_linear_gelu_runs_hgmma_with_padded_unaligned_rows(check, variant: str, load: str) -> None:
     """K = 257 bf16 rows are 514 bytes: no 16-byte loads in place, and no TMA descriptor over them (its strides must
@@ -125,6 +127,7 @@ def test_bf16_linear_gelu_runs_hgmma_with_padded_unaligned_rows(check, variant: 
     assert any(op.startswith(load) and (load != "LDGSTS" or op.endswith(".128")) for op in opcodes), opcodes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("m", "n", "k", "fma"), [(1, 127, 1000, True), (1000, 7, 1, False)])
 def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, fma: bool,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,6 +155,7 @@ def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, 
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "config_index"), [("transposed_a_row_major_b", 0), ("linear", 1)])
 def test_fp32_leads_with_k_major_3xtf32_on_hgmma(check, tmp_path: Path, case: str, config_index: int) -> None:
     """fp32 without --allow-tf32 (issue 29): the first configuration is 3xTF32 on TF32 warpgroup MMAs with both
@@ -199,6 +203,7 @@ def test_fp32_leads_with_k_major_3xtf32_on_hgmma(check, tmp_path: Path, case: st
     assert tf32 and all(f.severity == "note" for f in tf32)  # split precision, told apart from a TF32 shortcut
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("rows", "dtype"), [(24, "float32"), (24, "bfloat16"), (1, "float32")])
 def test_split_k_for_a_long_k_and_few_tiles(check, tmp_path: Path, rows: int, dtype: str) -> None:
     """A 24 x 40 output from K = 5000: one 64 x 64 tile for 132 SMs, so the space leads with split K — fp32: 9
@@ -232,6 +237,7 @@ def test_split_k_for_a_long_k_and_few_tiles(check, tmp_path: Path, rows: int, dt
                                                                             "kw_gemm_0_splitk_epilogue"}
 
 
+@pytest.mark.slow
 def test_fp16_baddbmm_transposed_operand_second_config(check) -> None:
     """Export writes an fp16 baddbmm as fp32 casts, an fp32 bmm, alpha * ., beta * c, add and a cast back: all of
     it on the tile, the bmm on fp16 tensor cores (products of fp16 values are exact in fp32); b.transpose(1, 2)
@@ -254,6 +260,7 @@ def test_fp16_baddbmm_transposed_operand_second_config(check) -> None:
     assert any(op.startswith("HGMMA") for op in _opcodes(verdict))
 
 
+@pytest.mark.slow
 def test_broadcast_batched_matmul_at_a_second_shape(check) -> None:
     """matmul([batch, heads, M, K], [heads, K, N]): export's expand/view/clone glue around bmm, the weight
     broadcast over the batch; the batch size (3, then 1) comes from the input at run time."""
@@ -304,6 +311,7 @@ def test_triangular_result_and_row_index_computed_from_tile_coordinates(check) -
 _TMA = {"variant": "tma", "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["linear", "bmm"])
 def test_tma_persistent_variant(check, case: str) -> None:
     """The TMA variant (tensor-descriptor loads, a persistent grid of 4 programs under the interpreter walking

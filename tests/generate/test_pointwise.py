@@ -11,6 +11,7 @@ def _families(plan) -> list[str]:
     return [g.family for g in plan.groups]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 7, 1000])
 def test_chain_of_same_shape_inputs(check, n: int) -> None:
     plan, verdict = check(f"gelu_mul_{n}", f"""
@@ -55,6 +56,7 @@ def test_broadcast_bias_scalar_parameter_and_second_shape(check) -> None:
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
 
 
+@pytest.mark.slow
 def test_half_precision_with_explicit_casts(check) -> None:
     plan, verdict = check("swish_fp16", """
         class Model(nn.Module):
@@ -71,6 +73,7 @@ def test_half_precision_with_explicit_casts(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_non_contiguous_operand_and_clamp_where(check) -> None:
     plan, verdict = check("transposed_clamp", """
         class Model(nn.Module):

@@ -45,6 +45,7 @@ MAX_2D = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", [0, 2])
 def test_max_pool_2d_indices_nan_epilogue_and_bf16(check, config_index: int) -> None:
     # Dilation and ceil_mode; the indices (output 1) written too; an epilogue on the values. A bf16 pooling
@@ -91,6 +92,7 @@ def test_avg_pool_2d_options_and_one_dimensional(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_three_dimensional_epilogue_and_prologue(check) -> None:
     # A 3-D max pooling with ceil_mode; a 3-D average pooling (anisotropic stride and padding) whose epilogue reads
     # a per-channel parameter through its strides; and, where windows do not overlap (stride = kernel), the
@@ -150,6 +152,7 @@ def test_plans_what_it_does_not_claim(tmp_path) -> None:
 ROWS = {"variant": "rows", "BLOCK": 32, "num_warps": 4}
 
 
+@pytest.mark.slow
 def test_average_pooling_as_rows_of_window_taps(check, tmp_path) -> None:
     """The rows variant (issue 29 item 4): a window's last dimension is a tile axis, so a warp reads consecutive
     input along a row instead of one tap a lane, ``stride`` apart. Non-overlapping 11 x 11 windows (KernelBench's
@@ -208,6 +211,7 @@ def test_rows_lead_where_a_lane_per_output_would_gather(tmp_path) -> None:
     assert maximum[0]["variant"] == "rows"  # max pooling without indices too
 
 
+@pytest.mark.slow
 def test_max_pooling_as_rows_keeps_nan_and_padding(check, tmp_path) -> None:
     """Max pooling in the rows variant: NaN propagates (a reduction's maximum would drop it), padding and ceil_mode
     windows with taps outside the input count as -inf, dilation spreads a row's taps; with indices it stays a lane

@@ -28,6 +28,7 @@ def _assert_compiled(verdict) -> None:
     assert verdict.instructions and all(i.arch == "sm_90a" for i in verdict.instructions)
 
 
+@pytest.mark.slow
 def test_softmax_in_registers_with_every_trial(check) -> None:
     plan, verdict = check("softmax_rows", """
         class Model(nn.Module):
@@ -50,6 +51,7 @@ def test_softmax_in_registers_with_every_trial(check) -> None:
     _assert_compiled(verdict)
 
 
+@pytest.mark.slow
 def test_log_softmax_bf16_and_cross_entropy_in_chunks(check) -> None:
     # Cross-entropy: _log_softmax, then gather at the target, neg, and where(target != ignore_index); only the
     # per-row loss is written (the log-probabilities never reach memory).
@@ -74,6 +76,7 @@ def test_log_softmax_bf16_and_cross_entropy_in_chunks(check) -> None:
     _assert_compiled(verdict)
 
 
+@pytest.mark.slow
 def test_layernorm_residual_bf16_welford_in_chunks(check) -> None:
     plan, verdict = check("layernorm_residual", """
         class Model(nn.Module):
@@ -101,6 +104,7 @@ def test_layernorm_residual_bf16_welford_in_chunks(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_whole_rows_in_registers_layernorm_argmax_column_min(check) -> None:
     # Strategy single (the default for short rows): LayerNorm over two dims with a GELU epilogue, argmax with ties
     # (the first maximal index wins) and a column minimum with its indices (a strided dim, whole in registers).
@@ -133,6 +137,7 @@ def test_whole_rows_in_registers_layernorm_argmax_column_min(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_rmsnorm_fp16_pattern_is_one_kernel(check) -> None:
     plan, verdict = check("rmsnorm", """
         class Model(nn.Module):
@@ -160,6 +165,7 @@ def test_rmsnorm_fp16_pattern_is_one_kernel(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_groupnorm_silu_in_chunks(check) -> None:
     plan, verdict = check("groupnorm_silu", """
         class Model(nn.Module):
@@ -188,6 +194,7 @@ def test_groupnorm_silu_in_chunks(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_hand_written_softmax_is_one_kernel_of_three_passes(check) -> None:
     plan, verdict = check("manual_softmax", """
         class Model(nn.Module):
@@ -209,6 +216,7 @@ def test_hand_written_softmax_is_one_kernel_of_three_passes(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_strided_and_multi_dim_reductions_in_chunks(check) -> None:
     # Strategy loop: min over dim 0 of integer-valued data (ties in every lane across chunks: PyTorch returns the
     # first index), sum over a middle dim (strided), over a middle dim of size 1, mean over (H, W) of bf16 (short
@@ -242,6 +250,7 @@ def test_strided_and_multi_dim_reductions_in_chunks(check) -> None:
     _assert_compiled(verdict)
 
 
+@pytest.mark.slow
 def test_split_rows_then_merge(check) -> None:
     # Strategy split (config 2 here): each row is cut into shares reduced by separate programs, whose partial
     # results a second kernel merges — min with first-index ties, argmax with ties plus amax (siblings: one read of
@@ -278,6 +287,7 @@ def test_split_rows_then_merge(check) -> None:
     _assert_compiled(verdict)
 
 
+@pytest.mark.slow
 def test_pipelined_loops_keep_the_results(check, tmp_path) -> None:
     # A configuration's `stages` walks the reduced dim with Triton's software-pipelined tl.range (the interpreter
     # runs it as a plain loop): the strided split (min over dim 0, 200 columns: the wide split is first) and a
@@ -299,6 +309,7 @@ def test_pipelined_loops_keep_the_results(check, tmp_path) -> None:
     assert source.count("num_stages=3):") == 2 and "kw_reduction_0_partial_kernel" in source
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", [0, 2])
 def test_integer_sums_count_exactly_in_int64(check, config_index: int) -> None:
     # A sum of a mask or of integers is int64 in PyTorch (cross-entropy's mean divides by the count of targets
@@ -398,6 +409,7 @@ def test_space_default_first_and_the_other_strategy_second(tmp_path) -> None:
         assert len({tuple(sorted(c.items())) for c in space}) == len(space)  # no config twice
 
 
+@pytest.mark.slow
 def test_a_run_time_size_in_the_epilogue_is_not_baked_in(check) -> None:
     # `* x.shape[-1]` is a symbol of the capture: a kernel that absorbed it as the captured 40 would be wrong at
     # every other shape (the second-shape trial saw it: a layer-norm backward graph came out wrong at reduced

@@ -16,6 +16,7 @@ def _scan_groups(plan):
     return [g for g in plan.groups if g.family == "scan"]
 
 
+@pytest.mark.slow
 def test_cumsum_rows_carried_across_tiles_and_second_shape(check) -> None:
     # 2500 columns under the default BLOCK of 1024: three tiles per row, the running total carried twice.
     plan, verdict = check("cumsum_rows", """
@@ -37,6 +38,7 @@ def test_cumsum_rows_carried_across_tiles_and_second_shape(check) -> None:
     assert any(t.kind == "shape" and t.status == "ok" for t in verdict.trials)
 
 
+@pytest.mark.slow
 def test_cumprod_with_prologue_and_epilogue_two_tiles(check) -> None:
     # Config 4 (BLOCK 512) splits the 1000 columns into two tiles: the running product crosses a tile edge.
     plan, verdict = check("cumprod_fused", """
@@ -74,6 +76,7 @@ def test_int32_to_int64_and_bf16_with_fp32_accumulation(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", [0, 2, 99])
 def test_inner_dim_cumsum_with_broadcast_prologue(check, config_index: int) -> None:
     # Config 2 (COLS 16, BLOCK 1024) gives two column blocks per outer index (20 columns, masked) and two tiles
@@ -98,6 +101,7 @@ def test_inner_dim_cumsum_with_broadcast_prologue(check, config_index: int) -> N
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_transposed_input_and_one_dimensional_scan(check) -> None:
     # A non-contiguous operand (read through its strides along the scan) and a rank-1 cumprod; the first dim of
     # a [1, 7] view and a single row stress the size-1 paths.
@@ -116,6 +120,7 @@ def test_transposed_input_and_one_dimensional_scan(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_permuted_rank4_input_indexes_every_outer_dimension(check) -> None:
     # A [2, 3, 4, 5] permuted view scanned along its last dim: the row index splits over three outer dimensions,
     # (rows // (size_2 * size_1)) for the first — written without the parentheses it read out of bounds (level 3's
@@ -136,6 +141,7 @@ def test_permuted_rank4_input_indexes_every_outer_dimension(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_reverse_scans_from_flips_rows_and_columns(check) -> None:
     # flip(cumsum(flip(x, [d]), d), [d]) — KernelBench's reverse cumsum — is one scan walking the dimension from its
     # end (the flips are never materialised): along the last dimension over three tiles (1,100 columns in config 4's
@@ -160,6 +166,7 @@ def test_reverse_scans_from_flips_rows_and_columns(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_exclusive_scans_read_the_source_one_step_behind(check) -> None:
     # cat([identity, scan(x[..., :-1])]) — KernelBench's exclusive cumsum — is one scan reading x one step behind
     # with the identity in front: nothing is sliced, filled or concatenated. Along the last dimension over three

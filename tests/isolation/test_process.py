@@ -142,6 +142,7 @@ def test_a_prestarted_child_takes_the_job_and_serves_only_one(tmp_path: Path) ->
     assert again.finished and again.report(ProbeResult) is not None
 
 
+@pytest.mark.slow
 def test_a_prestarted_child_that_died_costs_nothing_and_discard_ends_the_rest(tmp_path: Path) -> None:
     import signal
 
@@ -166,6 +167,7 @@ def test_a_prestarted_child_that_died_costs_nothing_and_discard_ends_the_rest(tm
     assert other.proc.poll() is not None
 
 
+@pytest.mark.slow
 def test_a_crash_in_a_prestarted_childs_job_is_that_jobs_verdict(tmp_path: Path) -> None:
     from kernelwright.isolation import process
 

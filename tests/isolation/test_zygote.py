@@ -92,6 +92,7 @@ def test_a_killed_zygote_is_replaced_and_the_next_job_still_forks(tmp_path: Path
     assert _cpu_zygote() is not warm
 
 
+@pytest.mark.slow
 def test_a_zygote_that_dies_while_its_job_runs_ends_the_job_not_the_parent(tmp_path: Path, fresh_zygotes: None) -> None:
     problem = _problem(tmp_path, "slow", top="import time\ntime.sleep(60)")
     assert _probe(_problem(tmp_path, "plain"), tmp_path / "w0").forked  # the zygote is warm
@@ -103,6 +104,7 @@ def test_a_zygote_that_dies_while_its_job_runs_ends_the_job_not_the_parent(tmp_p
     assert not run.finished and not run.timed_out
 
 
+@pytest.mark.slow
 def test_a_zygote_that_cannot_start_leaves_each_job_to_a_fresh_interpreter(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch,
                                                                           fresh_zygotes: None) -> None:
@@ -115,6 +117,7 @@ def test_a_zygote_that_cannot_start_leaves_each_job_to_a_fresh_interpreter(tmp_p
         _cpu_zygote()
 
 
+@pytest.mark.slow
 def test_without_the_zygote_setting_every_job_is_a_fresh_interpreter(tmp_path: Path) -> None:
     with config.scope(job_zygote=False):
         run = _probe(_problem(tmp_path, "plain"), tmp_path / "w")

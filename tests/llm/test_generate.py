@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fake_server import Reply
 from stubs import reply_with
 
@@ -67,6 +68,7 @@ def test_generate_then_optimizes_the_problem_with_the_real_verifier(tmp_path, mo
     assert json.loads((tmp_path / "gen" / "verdict.json").read_text())["status"] == "passed"
 
 
+@pytest.mark.slow
 def test_runs_lists_the_llm_run(tmp_path, monkeypatch, fake_llm, capsys):
     _env(monkeypatch, tmp_path)
     honest = (ROOT / "examples" / "vector_add_triton.py").read_text()
@@ -83,6 +85,7 @@ def test_runs_lists_the_llm_run(tmp_path, monkeypatch, fake_llm, capsys):
     assert len(rows) == 1 and rows[0]["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_resume_continues_with_the_runs_own_problem_not_a_new_one(tmp_path, monkeypatch, fake_llm):
     from kernelwright.search.db import RunDB
 

@@ -355,6 +355,7 @@ def test_weights_shrink_only_where_the_candidate_is_the_same_file(tmp_path: Path
     assert not same_candidate_at(path, candidate, {**broad, "head_dim": 128})
 
 
+@pytest.mark.slow
 def test_cpu_run_of_heavy_weights_checks_at_reduced_weights(tmp_path: Path) -> None:
     path = tmp_path / "heavy_linear.py"
     path.write_text(HEAVY_LINEAR)

@@ -80,6 +80,7 @@ def test_weights_reach_the_candidate_and_a_fused_linear_passes(run) -> None:
     assert shape_trial.status == "ok" and "batch 24->" in shape_trial.note
 
 
+@pytest.mark.slow
 def test_a_kernel_the_target_arch_cannot_compile_is_a_warning_on_a_cpu_pass(tmp_path: Path) -> None:
     # The interpreter runs a kernel as Python (a plain helper function works); Triton's compiler for sm_90a refuses
     # it, so on that GPU the candidate would fail: the CPU verdict passes on correctness and says so as a warning.
@@ -172,6 +173,7 @@ def test_a_hang_is_a_timeout_and_the_parent_carries_on(run) -> None:
     assert run("softmax_ok.py").status is Status.PASSED
 
 
+@pytest.mark.slow
 def test_running_out_of_time_on_the_shape_trial_is_a_timeout_not_an_accusation(run) -> None:
     # The job's one time limit covers every trial; a slow honest kernel (a big GEMM under the interpreter) used to be
     # reported `shape-specialised` for running out of it on the last trial, the second shape.
@@ -198,6 +200,7 @@ def test_credentials_never_reach_the_candidate(run, monkeypatch: pytest.MonkeyPa
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.slow
 def test_allowing_reduced_precision_relaxes_the_tolerance_explicitly(run) -> None:
     verdict = run("softmax_fp16_shortcut.py", policy=Policy(allow_reduced_precision=True))
     assert verdict.status is Status.PASSED, verdict.message
@@ -250,6 +253,7 @@ def _descendants(root: int) -> dict[int, str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc")
 def test_stopping_verify_stops_the_candidates_process_too(candidate, tmp_path: Path) -> None:
     """The candidate runs in its own process group (so it cannot signal the parent's group): a terminal's Ctrl-C or
@@ -288,6 +292,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.slow
 def test_a_problem_too_big_for_the_interpreter_is_checked_at_reduced_sizes(repo_root: Path) -> None:
     # problems/softmax.py is 4096 x 8192: minutes per trial under the interpreter at the sizes as written.
     verdict = verify(repo_root / "problems" / "softmax.py", repo_root / "examples" / "softmax_triton.py",
