@@ -148,6 +148,17 @@ def hold_shared(label: str = "") -> None:
         lock.acquire(_SHARED)
 
 
+def hold_exclusive(label: str = "") -> None:
+    """Hold the lock exclusively from now on: a whole job with the device to itself (the re-run of a job that ran
+    out of memory beside others). The measurements inside it keep the hold (:func:`exclusive` returns to it), and
+    :func:`give_way` and :func:`idle` leave it alone."""
+    lock = _get()
+    if lock is not None:
+        if label:
+            lock.label = label
+        lock.acquire(_EXCLUSIVE)
+
+
 def hold_log(path: str) -> str:
     """The file the long holds of the lock at ``path`` are logged to (``HOLDS_ENV`` where it is set)."""
     from kernelwright.config import config

@@ -164,7 +164,13 @@ def main(argv: list[str]) -> int:
         spec = spec_class(job).from_json(json.load(fh))
     os.unlink(spec_path)  # the candidate must not read where the problem and the reference live
     on_gpu = getattr(spec, "device", None) == "cuda"
-    if on_gpu:
+    if getattr(spec, "alone", False):
+        # The re-run of a job that ran out of memory beside others (a parallel bench): no other job's work on the
+        # device (or beside it on the host) while this one runs.
+        from kernelwright.hardware import gpu_lock
+
+        gpu_lock.hold_exclusive(label=job)
+    elif on_gpu:
         # Jobs of other verifications may share this GPU (a parallel bench): this job's device work runs beside
         # theirs, but never during their measurements, nor theirs during its own (hardware/gpu_lock.py).
         from kernelwright.hardware import gpu_lock
@@ -198,7 +204,7 @@ def main(argv: list[str]) -> int:
         profiler.disable()
         with contextlib.suppress(OSError):
             profiler.dump_stats(os.path.join(profile_dir, f"{job}-{os.getpid()}.prof"))
-    if on_gpu:
+    if on_gpu or getattr(spec, "alone", False):
         from kernelwright.hardware import gpu_lock
 
         if gpu_lock.waited_s() > 0:  # where a shared GPU made this job wait (a diagnostic, not evidence)

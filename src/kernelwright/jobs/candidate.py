@@ -166,3 +166,7 @@ class CandidateSpec(JobSpec):
     triton_kernels: tuple[str, ...] = ()  # Triton kernels the candidate's file defines
     timing: TimingSettings | None = None  # None: not timed
     n_sets: int = 4  # input sets rotated among timed calls
+    # Run with the device to this job alone (the GPU lock held exclusively for the whole job): the re-run of a job
+    # that ran out of memory beside other jobs of a parallel bench, so that a neighbour's memory is never charged
+    # to the candidate.
+    alone: bool = False

@@ -71,3 +71,4 @@ class ReferenceSpec(JobSpec):
     size_overrides: dict[str, int] = field(default_factory=dict)
     count_work: bool = True  # FLOPs and bytes for the roofline
     aliasing: bool = True  # whether the problem's outputs alias or change its inputs
+    alone: bool = False  # the GPU lock held exclusively for the whole job (a re-run after running out of memory)

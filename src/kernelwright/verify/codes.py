@@ -241,6 +241,8 @@ CATALOGUE: tuple[Code, ...] = (
     Code("work-count-failed", DIAGNOSTIC, N, "counting the reference's FLOPs and bytes failed; no roofline"),
     Code("reference-reused", DIAGNOSTIC, N, "the reference's inputs and answers came from an earlier verify of this "
          "run (same problem content, seed, trials, sizes and device): no reference job ran"),
+    Code("rerun-alone", DIAGNOSTIC, N, "a job ran out of memory beside other jobs of a parallel run and ran again "
+         "with the device and the host to itself; the second run is the one judged"),
     Code("unknown-device", DIAGNOSTIC, N, "no datasheet peaks for this GPU: no physical floor, so no "
          "beyond-roofline check"),
     Code("reference-kernels-unavailable", DIAGNOSTIC, N, "the reference's kernels could not be listed; library "

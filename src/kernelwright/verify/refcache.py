@@ -43,7 +43,7 @@ class Entry:
 
 def key_of(problem_sha256: str, spec: dict[str, Any], torch_version: str) -> str:
     """The cache key of a reference job's spec (its folders left out: they differ per verify)."""
-    fields = {k: v for k, v in spec.items() if k not in ("shared_dir", "private_dir")}
+    fields = {k: v for k, v in spec.items() if k not in ("shared_dir", "private_dir", "alone")}
     text = json.dumps({"problem_sha256": problem_sha256, "torch": torch_version, "spec": fields}, sort_keys=True,
                       default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -133,6 +133,27 @@ _WARM = WarmWorkdir()
 atexit.register(_WARM.close)
 
 
+def _out_of_memory_beside_others(run: ChildRun) -> bool:
+    """Whether a job ran out of memory — its own report, or the kernel's out-of-memory killer (SIGKILL) — while it
+    shared the device and the host with other jobs (the GPU lock is on: a parallel bench, issue 43). Such a job is
+    run once more alone: what its neighbours held is never charged to it. A job that fakes it gains nothing but a
+    second run, alone, whose verdict stands."""
+    from kernelwright.hardware import gpu_lock
+
+    if not gpu_lock.enabled() or run.timed_out or run.budget_cut:
+        return False
+    error = run.report(protocol.JobError)
+    if error is not None:
+        text = f"{error.message}".lower()
+        return error.code == "out-of-memory" or "out of memory" in text or text.startswith("outofmemoryerror")
+    return run.signal_name == "SIGKILL"
+
+
+def _what_failed(run: ChildRun) -> str:
+    error = run.report(protocol.JobError)
+    return (error.message if error else run.describe_exit())[:160]
+
+
 @dataclass(frozen=True)
 class BaselineTimings:
     """What :func:`time_baselines` measured: each asked-for baseline's measurement (None where it failed or was
@@ -281,6 +302,14 @@ class _Verification(TrialJudging, BoundaryJudging):
             refs, ref_trials, semantics = self._reference()
         with self.clock.phase("candidate"):
             cand = self._candidate(ref_trials)
+            if _out_of_memory_beside_others(cand):
+                # Its neighbours' memory, not necessarily its own: the candidate runs again with the device (and
+                # the host) to itself, and that run is its verdict.
+                self.judge.add("rerun-alone", "the candidate's job ran out of memory beside other jobs of this run "
+                               f"({_what_failed(cand)}); it ran again alone and that run is judged", Severity.NOTE)
+                shutil.rmtree(self.out, ignore_errors=True)
+                self.out.mkdir()
+                cand = self._candidate(ref_trials, alone=True)
         failure = self._child_failure(cand)
         with self.clock.phase("judging"), self._device_judging():  # every output against the float64 reference
             judged = failure is None and self._judge_trials(cand, refs, ref_trials, semantics)
@@ -347,6 +376,12 @@ class _Verification(TrialJudging, BoundaryJudging):
             return self._reference_from(run, {i: dict(r) for i, r in reused.refs.items()}, reused.ref_state,
                                         reused.ref_state64)
         run = self._run("reference", spec)
+        if _out_of_memory_beside_others(run):
+            self.judge.add("rerun-alone", "the reference's job ran out of memory beside other jobs of this run "
+                           f"({_what_failed(run)}); it ran again alone", Severity.NOTE)
+            for leftover in self.private.glob("*"):
+                leftover.unlink()
+            run = self._run("reference", replace(spec, alone=True))
         if self.budget_cut == "reference":
             raise _BudgetSpent("reference (cut short)")
         error = run.report(protocol.JobError)
@@ -394,7 +429,7 @@ class _Verification(TrialJudging, BoundaryJudging):
         return refs, ref_trials, run.report(jobs.Semantics) or jobs.Semantics()
 
     # -- candidate ----------------------------------------------------------------------------------------------
-    def _candidate(self, ref_trials: dict[int, jobs.ReferenceTrial]) -> ChildRun:
+    def _candidate(self, ref_trials: dict[int, jobs.ReferenceTrial], *, alone: bool = False) -> ChildRun:
         # A trial drawn on another (a repoison's inputs, an in-place trial's buffers) runs only where that one does.
         runnable = [t for t in self.plan
                     if not ref_trials.get(t.index, UNREPORTED).skipped
@@ -418,7 +453,7 @@ class _Verification(TrialJudging, BoundaryJudging):
             watch_paths=(str(self.problem.path), str(self.private)), inspect_archs=archs, arch=config.arch,
             triton_kernels=tuple(self.candidate.triton_kernels),
             timing=jobs.TimingSettings.from_config() if self.device == "cuda" and self.opts.timing else None,
-            n_sets=min(int(config.input_sets), len(random_indices)) or 1)
+            n_sets=min(int(config.input_sets), len(random_indices)) or 1, alone=alone)
         for t in self.plan:
             if t not in runnable:
                 reason = ref_trials.get(t.index, UNREPORTED).skipped or "its source trial was skipped"
