@@ -17,7 +17,7 @@ step cli-fresh 150 env KERNELWRIGHT_JOB_ZYGOTE=0 python3 -m kernelwright verify 
 step cli-zygote-warm 150 python3 -m kernelwright verify examples/problems/softmax_small.py examples/softmax_triton.py \
   --device cuda
 # 2. One job and whole verifies, forked against fresh, interleaved in one process (the zygote's start its own row).
-step bench-jobs 150 python3 scripts/bench_jobs.py --device cuda --runs 5 --verifies 2 --problem problems/softmax.py \
+step bench-jobs 120 python3 scripts/bench_jobs.py --device cuda --runs 3 --verifies 1 --problem problems/softmax.py \
   --candidate examples/softmax_triton.py
 # 3. Level-1 problems at full size (KernelBench's files, carried unmodified in .out/kb), each judged against its own
 #    Model renamed ModelNew (--allow-library-only: the harness's cost, no candidate compile), forked then fresh.

@@ -217,6 +217,11 @@ KNOBS: dict[str, Setting] = _table(
     Setting("judge_on_device", boolean, True,
             "compare a GPU candidate's outputs with the float64 reference on the GPU (the host took ~10 s for a "
             "67M-element output)"),
+    Setting("executed", boolean, True,
+            "on a GPU, profile one call of every passed candidate under Nsight Compute for executed instruction "
+            "counts (verify/executed.py); --no-executed turns it off for one run"),
+    Setting("executed_timeout_s", number(0, strict=True), 120.0,
+            "the most one profiled call under Nsight Compute may take (then: a note and the static view)"),
     Setting("prestart", boolean, True,
             "start the verifier's candidate and baseline processes while the reference runs (imports and CUDA "
             "context ready; each still serves one job)"),

@@ -186,7 +186,7 @@ extern "C" void host_run(long long a, long long b, long long M, long long N, lon
 
 
 @needs_nvcc
-@pytest.mark.parametrize(("name", "body"), [("lg", LINEAR_GELU), ("mix", MATMUL_MIX)])
+@pytest.mark.parametrize(("name", "body"), [("lg", LINEAR_GELU), pytest.param("mix", MATMUL_MIX, marks=pytest.mark.slow)])
 def test_launcher_parameters_and_epilogue_match_pytorch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         name: str, body: str) -> None:
     """The candidate's launcher runs on the CPU (its K-major copy under the Triton interpreter) with the extension

@@ -95,7 +95,8 @@ _CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(_CASES))
+# One stack in the default run (a plain RNN); the LSTM and GRU stacks are marked slow.
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "rnn" else pytest.mark.slow) for c in _CASES])
 def test_recurrent_stacks_pass_the_verifier(check, case: str) -> None:
     the_plan, verdict = check(f"rnn_{case}", _CASES[case], distribution_trials=False)
     assert "recurrent" in _families(the_plan)

@@ -76,6 +76,7 @@ def test_one_policy_for_every_job_by_device(monkeypatch: pytest.MonkeyPatch, tmp
     assert memory_limit("cpu") == 0
 
 
+@pytest.mark.slow
 def test_a_cpu_job_gets_the_memory_limit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A job on the CPU that allocates past the limit dies with an out-of-memory error, not the machine."""
     monkeypatch.setenv("KERNELWRIGHT_CHILD_MEMORY_GB", "1")
@@ -124,6 +125,7 @@ def _probe_spec(problem: Path) -> dict:
     return {"problem": str(problem), "device": "cpu", "max_elements": 1 << 18}
 
 
+@pytest.mark.slow
 def test_a_prestarted_child_takes_the_job_and_serves_only_one(tmp_path: Path) -> None:
     from kernelwright.isolation import process
     from kernelwright.jobs import ProbeResult

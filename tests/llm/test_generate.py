@@ -38,6 +38,7 @@ def _env(monkeypatch, tmp_path):
     (tmp_path / "kernelwright.toml").write_text("[llm]\nbackoff_s = 0.01\n")
 
 
+@pytest.mark.slow
 def test_a_request_becomes_a_problem_that_runs_with_failures_fed_back(tmp_path, monkeypatch, fake_llm, capsys):
     _env(monkeypatch, tmp_path)
     server = fake_llm([Reply(content="A problem for that would add two matrices."),

@@ -119,25 +119,30 @@ def test_fp16_math_in_an_fp32_problem_is_rejected_as_a_precision_shortcut(run) -
     assert loose.status is Status.PASSED, loose.message
 
 
+# The default run keeps one case of each kind of failure (a crash, a forged report, a mutated input, stale memory, a
+# wrong structure, no ModelNew, a syntax error); the other ways to crash, raise or pass are marked slow.
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
     ("name", "status", "code", "text"),
     [
         ("softmax_segfault.py", Status.CRASHED, None, "segmentation fault"),
-        ("softmax_os_exit.py", Status.CRASHED, None, "before finishing"),
+        pytest.param("softmax_os_exit.py", Status.CRASHED, None, "before finishing", marks=SLOW),
         ("softmax_forged_report.py", Status.REJECTED, "protocol-violation", "out of the harness's sequence"),
-        ("softmax_sys_exit.py", Status.RUNTIME_ERROR, "exit-called", "sys.exit(3)"),
-        ("softmax_raises.py", Status.RUNTIME_ERROR, "exception", "kernel not ready for this shape"),
-        ("softmax_ctor_raises.py", Status.RUNTIME_ERROR, "exception", "ModelNew(*get_init_inputs())"),
-        ("softmax_import_raises.py", Status.RUNTIME_ERROR, "exception", "importing the candidate"),
+        pytest.param("softmax_sys_exit.py", Status.RUNTIME_ERROR, "exit-called", "sys.exit(3)", marks=SLOW),
+        pytest.param("softmax_raises.py", Status.RUNTIME_ERROR, "exception", "kernel not ready for this shape", marks=SLOW),
+        pytest.param("softmax_ctor_raises.py", Status.RUNTIME_ERROR, "exception", "ModelNew(*get_init_inputs())", marks=SLOW),
+        pytest.param("softmax_import_raises.py", Status.RUNTIME_ERROR, "exception", "importing the candidate", marks=SLOW),
         ("softmax_in_place.py", Status.REJECTED, "input-mutation", "in place"),
         ("softmax_partial.py", Status.REJECTED, "stale-memory", "NaN poison"),
         ("softmax_two_outputs.py", Status.INCORRECT, "output-structure", "2 output(s)"),
         ("softmax_no_modelnew.py", Status.COMPILE_ERROR, "missing-modelnew", "class ModelNew"),
         ("softmax_syntax.py", Status.COMPILE_ERROR, "syntax-error", "syntax error"),
-        ("softmax_kernel_typo.py", Status.COMPILE_ERROR, "kernel-error", "exxp"),
-        ("softmax_inline_asm.py", Status.UNSUPPORTED, "interpreter-unsupported", "interpreter"),
-        ("softmax_alias.py", Status.PASSED, None, "correct on every trial"),
-        ("softmax_in_a_list.py", Status.INCORRECT, "output-structure", "returns a list where the problem returns a tensor"),
+        pytest.param("softmax_kernel_typo.py", Status.COMPILE_ERROR, "kernel-error", "exxp", marks=SLOW),
+        pytest.param("softmax_inline_asm.py", Status.UNSUPPORTED, "interpreter-unsupported", "interpreter", marks=SLOW),
+        pytest.param("softmax_alias.py", Status.PASSED, None, "correct on every trial", marks=SLOW),
+        pytest.param("softmax_in_a_list.py", Status.INCORRECT, "output-structure", "returns a list where the problem returns a tensor", marks=SLOW),
     ],
 )
 def test_failing_candidates_get_the_right_verdict(run, name: str, status: Status, code: str | None,
@@ -301,6 +306,7 @@ def test_a_problem_too_big_for_the_interpreter_is_checked_at_reduced_sizes(repo_
     assert verdict.size_overrides and all(v < 8192 for v in verdict.size_overrides.values())
 
 
+@pytest.mark.slow
 def test_kernelbench_tolerance_calls_imprecision_at_other_magnitudes_incorrect_not_a_cheat(run) -> None:
     # 0.1% off passes KernelBench's atol=1e-4 on randn inputs (outputs ~1/300) but not on inputs scaled x64 (outputs
     # near 1): that is imprecision the fixed tolerance lets through, not evidence of a shortcut.

@@ -29,7 +29,7 @@ def _baselines(text: str) -> tuple[str, ...]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from kernelwright.bench.executor import EXECUTORS
     from kernelwright.search.cli import add_llm_arguments, add_target_arguments, parse_budget, positive_int
-    from kernelwright.verify.cli import add_sanitize_argument
+    from kernelwright.verify.cli import add_executed_argument, add_sanitize_argument
 
     p.add_argument("problems", nargs="+", help="problem files or folders of them (KernelBench's level folders work "
                                                "as they are)")
@@ -70,6 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="cuda: time on the GPU; cpu: correctness and coverage only (default: auto)")
     add_sanitize_argument(p, "each winner's (or solution's) forward")
+    add_executed_argument(p)
     add_target_arguments(p)
     p.add_argument("--format", choices=("all", "md", "json"), default="all",
                    help="all: results.json, report.md and report.html (default); md: print the markdown table "
@@ -132,7 +133,8 @@ def _run(args: argparse.Namespace) -> int:
                              policy=Policy(allow_tf32=args.allow_tf32,
                                            allow_reduced_precision=args.allow_reduced_precision),
                              baselines=args.baselines, jobs=jobs, executor=args.executor, gpus=gpus,
-                             ray_address=args.ray_address, sanitize=args.sanitize, resume=args.resume,
+                             ray_address=args.ray_address, sanitize=args.sanitize, executed=not args.no_executed,
+                             resume=args.resume,
                              backend=args.backend, use_model=args.use_model,
                              ptx_rewrites=args.ptx_rewrites,
                              db_path=args.db,

@@ -59,6 +59,7 @@ class BenchSettings:
     solutions: bool = False  # score outside ModelNew files (each problem's .solution) instead of optimizing
     llm: dict[str, Any] = field(default_factory=dict)  # the LLM generator's options (--generator llm|hybrid)
     sanitize: tuple[str, ...] | None = None  # compute-sanitizer tools (VerifyOptions.sanitize; None: its default)
+    executed: bool = True  # a GPU pass's profiled call under Nsight Compute (--no-executed: not)
     backend: str | None = None  # template back ends (--backend; None: the backend setting)
     use_model: bool = True  # the cost model orders the search's configurations (--no-model: the templates' order)
     ptx_rewrites: bool = True  # the search times its leaders' PTX rewrites (--no-ptx-rewrites: not)
@@ -71,7 +72,8 @@ class BenchSettings:
                 **({"sanitize": list(self.sanitize)} if self.sanitize is not None else {}),
                 **({"backend": self.backend} if self.backend is not None else {}),
                 **({"cost_model": False} if not self.use_model else {}),
-                **({"ptx_rewrites": False} if not self.ptx_rewrites else {})}
+                **({"ptx_rewrites": False} if not self.ptx_rewrites else {}),
+                **({"executed": False} if not self.executed else {})}
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,7 @@ def _verify_options(task: Task) -> dict[str, Any]:
     return {"compile_baseline": bool(modes), "compile_modes": modes, "reuse_baselines": task.reuse_baselines,
             # each step of a GPU verify as it starts and ends: a verify cut by the problem's budget says where it was
             "progress_file": str(settings.out_dir / task.problem.name / "verify-progress.jsonl"),
-            "sanitize": settings.sanitize}
+            "sanitize": settings.sanitize, "executed": None if settings.executed else False}
 
 
 def _measured_baselines(verdict: Any, task: Task) -> dict[str, Any]:

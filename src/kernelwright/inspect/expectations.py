@@ -131,6 +131,12 @@ def evaluate(kernels: Sequence[KernelSummary], traits: ProblemTraits, arch: str)
     return findings
 
 
+def precision_findings(kernel: KernelSummary, traits: ProblemTraits) -> list[Finding]:
+    """One kernel's precision findings alone (``tf32-in-fp32``, ``low-precision-mma``): what its MMAs' operand types
+    say against the problem's precision (the verifier's executed evidence asks it of the kernels whose MMAs ran)."""
+    return _precision_findings(kernel, traits, normalize_dtype(traits.compute_dtype))
+
+
 # ------------------------------------------------------------------------------------------------ precision
 
 

@@ -71,6 +71,9 @@ class ExecutedKernel:
     grid: str = ""
     metrics: Mapping[str, float] = field(default_factory=dict)
     opcode_counts: Mapping[str, float] = field(default_factory=dict)
+    # Other instanced per-opcode metrics (``sass__thread_inst_executed_true_per_opcode``: threads with a true
+    # predicate), by metric name: opcode -> count.
+    instanced: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def metric(self, name: str) -> float | None:
         return self.metrics.get(name)
@@ -155,6 +158,7 @@ def ncu_command(
     kernel_regex: str | None = None,
     launch_count: int | None = 200,
     launch_skip: int = 0,
+    nvtx_range: str | None = None,
 ) -> list[str]:
     """The ncu command line that profiles ``program`` (argv) and prints raw metrics as CSV on stdout."""
     command = [
@@ -164,6 +168,8 @@ def ncu_command(
     ]
     if kernel_regex:
         command += ["--kernel-name", f"regex:{kernel_regex}"]
+    if nvtx_range:  # only the kernels launched inside this push/pop range
+        command += ["--nvtx", "--nvtx-include", f"{nvtx_range}/"]
     if launch_skip:
         command += ["--launch-skip", str(launch_skip)]
     if launch_count:
@@ -256,11 +262,15 @@ def parse_raw_csv(text: str) -> list[ExecutedKernel]:
         cells = dict(zip(header, row))
         metrics: dict[str, float] = {}
         opcodes: dict[str, float] = {}
+        instanced: dict[str, dict[str, float]] = {}
         for column, unit, value in zip(header, units, row):
             if column in _NON_METRIC_COLUMNS:
                 continue
             if column.startswith("sass__inst_executed_per_opcode"):
                 opcodes = parse_instances(value)
+                continue
+            if "per_opcode" in column:
+                instanced[column] = parse_instances(value)
                 continue
             number = _number(value)
             if number is None:
@@ -272,6 +282,7 @@ def parse_raw_csv(text: str) -> list[ExecutedKernel]:
             grid=cells.get("Grid Size", ""),
             metrics=metrics,
             opcode_counts=opcodes,
+            instanced=instanced,
         ))
     return kernels
 
@@ -298,8 +309,17 @@ def merge_launches(kernels: Sequence[ExecutedKernel]) -> list[ExecutedKernel]:
             for launch in launches:
                 for op, n in launch.opcode_counts.items():
                     opcodes[op] = opcodes.get(op, 0.0) + n
+        instanced: dict[str, dict[str, float]] = {}
+        for column in {c for launch in launches for c in launch.instanced}:
+            if all(column in launch.instanced for launch in launches):
+                total: dict[str, float] = {}
+                for launch in launches:
+                    for op, n in launch.instanced[column].items():
+                        total[op] = total.get(op, 0.0) + n
+                instanced[column] = total
         merged.append(ExecutedKernel(name=name, launches=sum(k.launches for k in launches), block=launches[0].block,
-                                     grid=launches[0].grid, metrics=metrics, opcode_counts=opcodes))
+                                     grid=launches[0].grid, metrics=metrics, opcode_counts=opcodes,
+                                     instanced=instanced))
     return merged
 
 

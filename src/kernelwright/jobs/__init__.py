@@ -47,7 +47,7 @@ from kernelwright.jobs.records import (
     WorkCount,
 )
 from kernelwright.jobs.reference import ReferenceKernels, ReferenceSpec, ReferenceTrial, Semantics, Work
-from kernelwright.jobs.sanitize import SanitizeRan, SanitizeSpec
+from kernelwright.jobs.sanitize import PROFILE_RANGE, ProfileSpec, SanitizeRan, SanitizeSpec
 from kernelwright.jobs.tune import Tuned, TuneSpec, TuneStart
 
 MODULES = (reference, candidate, baseline, tune, probe, export_probe, sanitize)
@@ -56,6 +56,6 @@ __all__ = [
     "MODULES", "BaselineResult", "BaselineSpec", "Binary", "BuildResult", "CandidateSpec", "CandidateTrial", "Ceilings",
     "ChildFinding", "Cubin", "CudaBuild", "DeviceFacts", "ExportProbeResult", "ExportProbeSpec", "KernelRecord",
     "Kernels", "Measurement", "Phase", "ProbeResult", "ProbeSpec", "ProbeVariant", "ReferenceKernels", "ReferenceSpec",
-    "ReferenceTrial", "SanitizeRan", "SanitizeSpec", "Semantics", "TensorInfo", "TimingResult", "TimingSettings", "TrialSpec",
+    "PROFILE_RANGE", "ProfileSpec", "ReferenceTrial", "SanitizeRan", "SanitizeSpec", "Semantics", "TensorInfo", "TimingResult", "TimingSettings", "TrialSpec",
     "TrialStart", "TuneSpec", "TuneStart", "Tuned", "Weights", "Work", "WorkCount",
 ]

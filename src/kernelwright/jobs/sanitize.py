@@ -1,6 +1,7 @@
-"""The sanitize job: one forward of the candidate under compute-sanitizer (the tool wraps the process).
-Runs in :func:`kernelwright.verify.child.sanitize.run_sanitize_job`; the parent's side (the tool run, its log
-read into findings) is verify/sanitize.py."""
+"""The sanitize and profile jobs: one forward of the candidate under a tool that wraps the process —
+compute-sanitizer (:func:`kernelwright.verify.child.sanitize.run_sanitize_job`; the parent's side is
+verify/sanitize.py) or Nsight Compute (:func:`kernelwright.verify.child.sanitize.run_profile_job`; the parent's side
+is verify/executed.py)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,24 @@ class SanitizeSpec(JobSpec):
     seed: int
     size_overrides: dict[str, int] = field(default_factory=dict)  # none: reduced to max_elements
     max_elements: int = 1 << 16
+
+
+# The NVTX range around the profiled forward (ncu profiles only the kernels launched inside it): not the warm-up
+# call before it, where Triton compiles and autotunes, nor the inputs' and weights' set-up.
+PROFILE_RANGE = "kernelwright-forward"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileSpec(JobSpec):
+    """One warm-up forward, then one forward inside :data:`PROFILE_RANGE`, at the verify's sizes."""
+
+    job: ClassVar[str] = "profile"
+    reports: ClassVar[tuple[type[Report], ...]] = (SanitizeRan,)
+    runs: ClassVar[str] = "kernelwright.verify.child.sanitize:run_profile_job"
+    untrusted: ClassVar[bool] = True
+
+    problem: str
+    candidate: str
+    device: str
+    seed: int
+    size_overrides: dict[str, int] = field(default_factory=dict)

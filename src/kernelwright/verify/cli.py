@@ -23,6 +23,13 @@ def add_sanitize_argument(p: argparse.ArgumentParser, what: str) -> None:
                         "all four for a CUDA C++ candidate on a GPU); each report rejects the candidate")
 
 
+def add_executed_argument(p: argparse.ArgumentParser) -> None:
+    """``--no-executed`` (verify's and bench's): no Nsight Compute profile of a passed candidate's call."""
+    p.add_argument("--no-executed", action="store_true",
+                   help="on a GPU, skip the profiled call under Nsight Compute that gives a pass its executed "
+                        "instruction counts (the instruction section is then the SASS's alone)")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("problem", help="KernelBench problem file (class Model, get_inputs, get_init_inputs)")
     p.add_argument("candidate", help="solution file defining class ModelNew (Triton or CUDA C++ via load_inline)")
@@ -57,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="append a JSON line to FILE as each step of the protocol starts and ends (where a verify "
                         "that something killed was)")
     add_sanitize_argument(p, "the candidate's forward")
+    add_executed_argument(p)
     p.add_argument("--explain", action=_Explain, metavar="CODE",
                    help="print what a finding code means (its class, severity and what to do) and exit")
 
@@ -115,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         reduce_on_cpu=not args.full_size,
         progress_file=args.progress,
         sanitize=args.sanitize,
+        executed=False if args.no_executed else None,
     )
     verdict = verify(args.problem, args.candidate, options)
     if args.json:

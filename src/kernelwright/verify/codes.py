@@ -195,6 +195,11 @@ CATALOGUE: tuple[Code, ...] = (
     Code("library-share", PERFORMANCE, N, "library kernels take most of the candidate's device time; move more of "
          "the work into your own kernel"),
     Code("multiple-streams", PERFORMANCE, N, "the candidate's kernels ran on more than one stream"),
+    Code("dead-instruction-claim", PERFORMANCE, W, "tensor-core MMA, TMA or cp.async in an own kernel's SASS that "
+         "never executed in the profiled call (a branch never taken, a kernel never launched)"),
+    Code("executed-precision-below-problem", PRECISION, W, "an own kernel's MMAs that executed in the profiled call "
+         "take operands narrower than the problem's precision allows, without split-precision evidence",
+         also=(E,)),
     Code("executed-mismatch", PERFORMANCE, W, "inspect --executed: what ran differs from the SASS inspected (its "
          "tensor-core path never ran, or spills ptxas did not report)", also=(N,)),
     Code("achieved-occupancy-low", PERFORMANCE, N, "inspect --executed: achieved occupancy under half the "
@@ -241,6 +246,9 @@ CATALOGUE: tuple[Code, ...] = (
     Code("work-count-failed", DIAGNOSTIC, N, "counting the reference's FLOPs and bytes failed; no roofline"),
     Code("reference-reused", DIAGNOSTIC, N, "the reference's inputs and answers came from an earlier verify of this "
          "run (same problem content, seed, trials, sizes and device): no reference job ran"),
+    Code("executed-unavailable", DIAGNOSTIC, N, "no executed instruction counts for this verdict (no ncu, no "
+         "permission to read the counters, the profiled call failed or ran past its limit): the instruction section "
+         "is the SASS's (static)"),
     Code("rerun-alone", DIAGNOSTIC, N, "a job ran out of memory beside other jobs of a parallel run and ran again "
          "with the device and the host to itself; the second run is the one judged"),
     Code("unknown-device", DIAGNOSTIC, N, "no datasheet peaks for this GPU: no physical floor, so no "

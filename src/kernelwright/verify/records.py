@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelwright.deadline import NO_DEADLINE, Deadline
 from kernelwright.inspect.analysis import KernelSummary
@@ -13,6 +13,9 @@ from kernelwright.jobs import KernelRecord, Measurement
 from kernelwright.records import DEFAULT_POLICY, Finding, Policy, ProblemTraits, Severity, Status
 from kernelwright.verify.compare import REFERENCE
 from kernelwright.verify.roofline import Roofline
+
+if TYPE_CHECKING:
+    from kernelwright.verify.executed import ExecutedEvidence
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +58,9 @@ class VerifyOptions:
     # "racecheck", "initcheck", "synccheck"; verify/sanitize.py): each report an integrity error. () none; None: all
     # four for a CUDA C++ candidate on a GPU (hand-written memory indexing and barriers), none for Triton.
     sanitize: tuple[str, ...] | None = None
+    # On a GPU, one call of a passed candidate profiled under Nsight Compute for executed instruction counts
+    # (verify/executed.py). None: the configuration's ``executed`` (on by default).
+    executed: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "deadline", Deadline.of(self.deadline))
@@ -107,6 +113,7 @@ class Verdict:
     traits: ProblemTraits | None = None
     kernels: tuple[KernelRecord, ...] = ()  # what the profiled call ran, own and library
     instructions: tuple[KernelSummary, ...] = ()  # the candidate's kernels' SASS, per arch
+    executed: ExecutedEvidence | None = None  # what one profiled call ran (a GPU pass; verify/executed.py)
     stderr_tail: str = ""
     duration_s: float = 0.0
     kernelwright_version: str = ""
@@ -150,6 +157,7 @@ class Verdict:
             "traits": self.traits.to_json() if self.traits else None,
             "kernels": [k.to_json() for k in self.kernels],
             "instructions": [i.to_json() for i in self.instructions],
+            "executed": self.executed.to_json() if self.executed else None,
             "stderr_tail": self.stderr_tail,
             "duration_s": self.duration_s,
             "kernelwright_version": self.kernelwright_version,
@@ -181,6 +189,7 @@ class Verdict:
             traits=ProblemTraits.from_json(traits) if traits else None,
             kernels=tuple(KernelRecord.from_json(k) for k in data.get("kernels", ())),
             instructions=tuple(KernelSummary.from_json(i) for i in data.get("instructions", ())),
+            executed=_executed_from_json(data.get("executed")),
             stderr_tail=data.get("stderr_tail", ""),
             duration_s=float(data.get("duration_s", 0.0)),
             kernelwright_version=data.get("kernelwright_version", ""),
@@ -202,3 +211,11 @@ def finite_json(value: Any) -> Any:
 
 def verdict_json(verdict: Verdict) -> str:
     return json.dumps(finite_json(verdict.to_json()), indent=2, default=str, allow_nan=False)
+
+
+def _executed_from_json(data: Mapping[str, Any] | None) -> ExecutedEvidence | None:
+    if not data:
+        return None
+    from kernelwright.verify.executed import ExecutedEvidence
+
+    return ExecutedEvidence.from_json(data)

@@ -127,6 +127,8 @@ def render(verdict: Verdict) -> str:
 
     for summary in verdict.instructions[:6]:
         lines.append(f"{'instructions':<12} {_instruction_line(summary)}")
+    if verdict.executed is not None and verdict.executed.ran:
+        lines += [f"{'executed':<12} {line}" for line in executed_lines(verdict.executed)]
 
     for f in verdict.findings:
         lines.append(f"{str(f.severity):<12} {f.code}: {f.message}")
@@ -137,6 +139,21 @@ def render(verdict: Verdict) -> str:
         lines.append(f"{'took':<12} {verdict.duration_s:.1f} s: " + ", ".join(
             f"{name} {seconds:.1f} s" for name, seconds in verdict.phases.items()))
     return "\n".join(lines)
+
+
+def executed_lines(found: Any) -> list[str]:
+    """The executed section (verify/executed.py) in a few lines: each class present in the own kernels' SASS
+    against what ran, and each own kernel's share of the profiled call's device time."""
+    classes = found.classes()
+    text = "; ".join(f"{name} {int(c['present'])} in SASS / {c['executed']:.0f} executed"
+                     for name, c in classes.items()) or "no instruction of the reported classes"
+    share = found.own_share
+    lines = [text + (f"; own kernels {100 * share:.0f}% of the call's device time" if share is not None else "")]
+    for row in [k for k in found.kernels if k.own][:4]:
+        types = ", ".join(f"{k} {v:.0f}" for k, v in sorted(row.mma_types.items()))
+        lines.append(f"{row.name[:48]} x{row.launches}" + (f", MMA {types}" if types else "")
+                     + (f", {100 * row.share:.0f}% of device time" if row.share is not None else ""))
+    return lines
 
 
 def _instruction_line(summary: KernelSummary) -> str:

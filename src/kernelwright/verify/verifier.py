@@ -224,6 +224,7 @@ class _Verification(TrialJudging, BoundaryJudging):
         self.profile_trial: int | None = None  # the trial whose kernel list the child must report
         self.inspect_archs: tuple[str, ...] = ()  # the archs it must compile each own kernel for
         self.trials_without_own: list[int] = []  # checked calls that ran no kernel of the candidate's own
+        self.executed: Any = None  # the profiled call's executed evidence (verify/executed.py), on a GPU pass
         # What the user allowed, made explicit in the tolerance (precision findings then become notes).
         self.allowed_roundoff = compare.allowed_roundoff(opts.policy)
         # Where the float64 judging runs: this process runs no untrusted code and opens a CUDA context only for
@@ -347,6 +348,9 @@ class _Verification(TrialJudging, BoundaryJudging):
         if self._sanitize_tools() and failure is None and judged and not self._integrity_failed():
             with self.clock.phase("sanitizer"):
                 self._sanitize()
+        if self._profiles() and failure is None and judged and not self._integrity_failed():
+            with self.clock.phase("executed"):
+                self._executed(instructions)
         if failure is None and judged and not self._integrity_failed() and "candidate" in timing:
             with self.clock.phase("baselines"):
                 timing.update(self._baselines())
@@ -606,6 +610,27 @@ class _Verification(TrialJudging, BoundaryJudging):
                                  size_overrides=dict(self.opts.size_overrides or {}), timeout_s=limit)
         self.phases.update(seconds)  # each tool's own seconds, inside the "sanitizer" phase
 
+    def _profiles(self) -> bool:
+        wanted = self.opts.executed if self.opts.executed is not None else bool(config.executed)
+        return wanted and self.device == "cuda"
+
+    def _executed(self, instructions: list[KernelSummary]) -> None:
+        """One call of the candidate's forward under Nsight Compute: executed counts by class beside the SASS's
+        (verify/executed.py), after the checks and outside every timed run."""
+        from kernelwright.verify import executed
+
+        native = native_arch(self.device_facts)
+        static = [s for s in instructions if native is None or s.arch == native]
+        limit = self.opts.deadline.cap(float(config.executed_timeout_s), at_least_s=1.0)
+        found = executed.profile(self.problem.path, self.candidate.path, device=self.device, seed=self.seed,
+                                 size_overrides=dict(self.opts.size_overrides or {}), timeout_s=limit,
+                                 static=static)
+        self.executed = found
+        if not found.ran:
+            self.judge.add("executed-unavailable", found.note, Severity.NOTE)
+            return
+        executed.judge_evidence(self.judge, found, static, self.traits)
+
     def _integrity_failed(self) -> bool:
         return any(f.code in INTEGRITY_CODES and f.severity is Severity.ERROR for f in self.judge.findings)
 
@@ -720,6 +745,7 @@ class _Verification(TrialJudging, BoundaryJudging):
             traits=self.traits,
             kernels=tuple(self.kernels),
             instructions=tuple(instructions),
+            executed=self.executed,
             stderr_tail=run.stderr_tail if status is not Status.PASSED else "",
             phases=dict(self.phases),
             **base,
