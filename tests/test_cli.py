@@ -57,6 +57,7 @@ def test_bad_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--tolerance" in err and "--help" in err
 
 
+@pytest.mark.slow
 def test_incorrect_candidate_exits_1_and_json_is_the_full_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["verify", "--device", "cpu", "--seed", "3", "--json", str(PROBLEM),
                  str(VERIFY / "candidates" / "softmax_wrong.py")])

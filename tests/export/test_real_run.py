@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from kernelwright.export.api import export_package
@@ -12,6 +13,7 @@ from kernelwright.export.api import export_package
 from .conftest import ROOT, import_package, unique_package
 
 
+@pytest.mark.slow
 def test_export_an_optimize_run(tmp_path: Path) -> None:
     from kernelwright.search.optimize import optimize
 

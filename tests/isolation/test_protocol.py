@@ -153,6 +153,7 @@ def test_specs_are_read_back_as_written_and_check_their_fields() -> None:
         j.ProbeSpec(problem="/p.py", device="cpu"),
         j.ExportProbeSpec(reference="/p.py", variants=(j.ProbeVariant(id="v", path="/v.py", language="triton"),)),
         j.SanitizeSpec(problem="/p.py", candidate="/c.py", device="cuda", seed=3, size_overrides={"N": 64}),
+        j.ProfileSpec(problem="/p.py", candidate="/c.py", device="cuda", seed=3, size_overrides={"N": 64}),
     ]
     assert {type(s) for s in specs} == set(p.jobs().values()) == {m.__dict__[n] for m in j.MODULES for n in dir(m) if n.endswith("Spec") and n != "JobSpec" and m.__dict__[n].__module__ == m.__name__}
     for spec in specs:

@@ -227,6 +227,7 @@ def test_cuda_cpp_without_a_gpu_is_compiled_inspected_and_unsupported(repo_root:
     assert "LDG.E.128" in opcodes or "LDG.E.128.CONSTANT" in opcodes, sorted(opcodes)
 
 
+@pytest.mark.slow
 def test_cuda_cpp_that_does_not_compile_is_a_compile_error_with_nvccs_line(tmp_path: Path) -> None:
     source = (HERE / "candidates" / "vector_add_cuda_plain.py")
     broken = tmp_path / "broken.py"

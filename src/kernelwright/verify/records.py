@@ -157,12 +157,13 @@ class Verdict:
             "traits": self.traits.to_json() if self.traits else None,
             "kernels": [k.to_json() for k in self.kernels],
             "instructions": [i.to_json() for i in self.instructions],
-            "executed": self.executed.to_json() if self.executed else None,
             "stderr_tail": self.stderr_tail,
             "duration_s": self.duration_s,
             "kernelwright_version": self.kernelwright_version,
             "size_overrides": dict(self.size_overrides),
             "phases": dict(self.phases),
+            # only where a GPU pass was profiled: an older verdict, or one without, writes back unchanged
+            **({"executed": self.executed.to_json()} if self.executed else {}),
         }
 
     @classmethod

@@ -46,10 +46,10 @@ from kernelwright.verify.findings import (
     Judge,
     headline_rank,
 )
-from kernelwright.verify.instructions import instruction_evidence, native_arch
 from kernelwright.verify.judging import UNREPORTED, TrialJudging
 from kernelwright.verify.phases import PhaseClock
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
+from kernelwright.verify.tool_steps import ToolSteps, out_of_memory_beside_others, what_failed
 from kernelwright.verify.workdir import WarmWorkdir
 from kernelwright.version import __version__
 
@@ -133,27 +133,6 @@ _WARM = WarmWorkdir()
 atexit.register(_WARM.close)
 
 
-def _out_of_memory_beside_others(run: ChildRun) -> bool:
-    """Whether a job ran out of memory — its own report, or the kernel's out-of-memory killer (SIGKILL) — while it
-    shared the device and the host with other jobs (the GPU lock is on: a parallel bench, issue 43). Such a job is
-    run once more alone: what its neighbours held is never charged to it. A job that fakes it gains nothing but a
-    second run, alone, whose verdict stands."""
-    from kernelwright.hardware import gpu_lock
-
-    if not gpu_lock.enabled() or run.timed_out or run.budget_cut:
-        return False
-    error = run.report(protocol.JobError)
-    if error is not None:
-        text = f"{error.message}".lower()
-        return error.code == "out-of-memory" or "out of memory" in text or text.startswith("outofmemoryerror")
-    return run.signal_name == "SIGKILL"
-
-
-def _what_failed(run: ChildRun) -> str:
-    error = run.report(protocol.JobError)
-    return (error.message if error else run.describe_exit())[:160]
-
-
 @dataclass(frozen=True)
 class BaselineTimings:
     """What :func:`time_baselines` measured: each asked-for baseline's measurement (None where it failed or was
@@ -192,7 +171,7 @@ class _BudgetSpent(Exception):
         self.job = job
 
 
-class _Verification(TrialJudging, BoundaryJudging):
+class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
     def __init__(self, problem: ProblemFile, candidate: CandidateFile | None, opts: VerifyOptions, device: str, seed: int,
                  factor: float, workdir: Path, base: dict[str, Any]) -> None:
         self.problem, self.candidate, self.opts = problem, candidate, opts
@@ -303,11 +282,11 @@ class _Verification(TrialJudging, BoundaryJudging):
             refs, ref_trials, semantics = self._reference()
         with self.clock.phase("candidate"):
             cand = self._candidate(ref_trials)
-            if _out_of_memory_beside_others(cand):
+            if out_of_memory_beside_others(cand):
                 # Its neighbours' memory, not necessarily its own: the candidate runs again with the device (and
                 # the host) to itself, and that run is its verdict.
                 self.judge.add("rerun-alone", "the candidate's job ran out of memory beside other jobs of this run "
-                               f"({_what_failed(cand)}); it ran again alone and that run is judged", Severity.NOTE)
+                               f"({what_failed(cand)}); it ran again alone and that run is judged", Severity.NOTE)
                 shutil.rmtree(self.out, ignore_errors=True)
                 self.out.mkdir()
                 cand = self._candidate(ref_trials, alone=True)
@@ -380,9 +359,9 @@ class _Verification(TrialJudging, BoundaryJudging):
             return self._reference_from(run, {i: dict(r) for i, r in reused.refs.items()}, reused.ref_state,
                                         reused.ref_state64)
         run = self._run("reference", spec)
-        if _out_of_memory_beside_others(run):
+        if out_of_memory_beside_others(run):
             self.judge.add("rerun-alone", "the reference's job ran out of memory beside other jobs of this run "
-                           f"({_what_failed(run)}); it ran again alone", Severity.NOTE)
+                           f"({what_failed(run)}); it ran again alone", Severity.NOTE)
             for leftover in self.private.glob("*"):
                 leftover.unlink()
             run = self._run("reference", replace(spec, alone=True))
@@ -590,54 +569,10 @@ class _Verification(TrialJudging, BoundaryJudging):
             self.judge.add("cuda-build", f"CUDA extension {build.name!r} {state} for {build.arch}",
                            Severity.NOTE if result.ok else Severity.WARNING, **result.to_json())
 
-    def _sanitize_tools(self) -> tuple[str, ...]:
-        if self.opts.sanitize is not None:
-            return tuple(self.opts.sanitize)
-        # The default: hand-written CUDA C++, and Triton kernels whose PTX the candidate rewrites
-        if self.device == "cuda" and (self.candidate.uses_load_inline or self.candidate.rewrites_ptx):
-            from kernelwright.verify.sanitize import TOOLS
-
-            return TOOLS
-        return ()
-
-    def _sanitize(self) -> None:
-        """compute-sanitizer's tools over the candidate's forward at reduced sizes (verify/sanitize.py)."""
-        from kernelwright.verify import sanitize
-
-        limit = self.opts.deadline.cap(self.timeout, at_least_s=1.0)
-        seconds = sanitize.judge(self.judge, self.problem.path, self.candidate.path, self._sanitize_tools(),
-                                 device=self.device, seed=self.seed,
-                                 size_overrides=dict(self.opts.size_overrides or {}), timeout_s=limit)
-        self.phases.update(seconds)  # each tool's own seconds, inside the "sanitizer" phase
-
-    def _profiles(self) -> bool:
-        wanted = self.opts.executed if self.opts.executed is not None else bool(config.executed)
-        return wanted and self.device == "cuda"
-
-    def _executed(self, instructions: list[KernelSummary]) -> None:
-        """One call of the candidate's forward under Nsight Compute: executed counts by class beside the SASS's
-        (verify/executed.py), after the checks and outside every timed run."""
-        from kernelwright.verify import executed
-
-        native = native_arch(self.device_facts)
-        static = [s for s in instructions if native is None or s.arch == native]
-        limit = self.opts.deadline.cap(float(config.executed_timeout_s), at_least_s=1.0)
-        found = executed.profile(self.problem.path, self.candidate.path, device=self.device, seed=self.seed,
-                                 size_overrides=dict(self.opts.size_overrides or {}), timeout_s=limit,
-                                 static=static)
-        self.executed = found
-        if not found.ran:
-            self.judge.add("executed-unavailable", found.note, Severity.NOTE)
-            return
-        executed.judge_evidence(self.judge, found, static, self.traits)
-
     def _integrity_failed(self) -> bool:
         return any(f.code in INTEGRITY_CODES and f.severity is Severity.ERROR for f in self.judge.findings)
 
     # -- instruction evidence -----------------------------------------------------------------------------------
-    def _instructions(self, run: ChildRun) -> list[KernelSummary]:
-        return instruction_evidence(run, native=native_arch(self.device_facts), traits=self.traits, judge=self.judge)
-
     # -- baselines and roofline ---------------------------------------------------------------------------------
     def _baselines(self) -> dict[str, jobs.Measurement | None]:
         from kernelwright.verify.baseline import (

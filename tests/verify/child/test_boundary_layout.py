@@ -25,7 +25,7 @@ PARENT_SIDE = (
     "kernelwright.verify.verifier", "kernelwright.verify.boundary", "kernelwright.verify.sequence",
     "kernelwright.verify.judging", "kernelwright.verify.findings", "kernelwright.verify.report",
     "kernelwright.verify.decoys", "kernelwright.verify.sanitize", "kernelwright.verify.instructions",
-    "kernelwright.verify.cli", "kernelwright.isolation.process", "kernelwright.bench", "kernelwright.search",
+    "kernelwright.verify.executed", "kernelwright.verify.tool_steps", "kernelwright.verify.cli", "kernelwright.isolation.process", "kernelwright.bench", "kernelwright.search",
     "kernelwright.llm",
 )
 WHY = ("verify/child/ runs beside the candidate and must not import the parent's judging (see "
@@ -120,7 +120,7 @@ def test_the_syntax_check_sees_every_form_of_import() -> None:
 
 def test_every_untrusted_job_runs_a_function_of_verify_child() -> None:
     untrusted = {job: spec for job, spec in protocol.jobs().items() if spec.untrusted}
-    assert {"candidate", "sanitize"} <= set(untrusted)
+    assert {"candidate", "sanitize", "profile"} <= set(untrusted)
     for job, spec in untrusted.items():
         module_name, _, function = spec.runs.partition(":")
         assert module_name.startswith(CHILD_PACKAGE + "."), (
