@@ -98,7 +98,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
             f"{t('eager', sp['eager'], '.2f', 'x')} | {t('compile', sp['compile'], '.2f', 'x')} | "
             f"{t('compile_max_autotune', sp['compile_max_autotune'], '.2f', 'x')} | "
             f"{_f(r['percent_of_floor'], '.0f')} | {_f(r['sol_score'], '.2f')} | "
-            f"{', '.join(r['tensor_core']) or '-'} | {', '.join(r.get('backends') or []) or '-'} | "
+            f"{_tensor_cell(r)} | {', '.join(r.get('backends') or []) or '-'} | "
             f"{r['uncovered'][:60].replace('|', '/') or '-'} | "
             f"{finding.replace('|', '/')} |")
     defaults = [r for r in doc["problems"] if (r.get("ms") or {}).get(EAGER_DEFAULTS)]
@@ -230,6 +230,14 @@ def plot_fast_p(problems: Sequence[Mapping[str, Any]]) -> str:
     return _svg(fig)
 
 
+def _tensor_cell(row: Mapping[str, Any]) -> str:
+    """The tensor-core column: what executed (Nsight Compute), or the SASS's opcodes marked static where no
+    profiled call could run."""
+    text = ", ".join(row.get("tensor_core") or []) or "-"
+    source = row.get("instructions_from") or ""
+    return f"{text} (static)" if source.startswith("static") and row.get("tensor_core") else text
+
+
 def plot_instruction_mix(problems: Sequence[Mapping[str, Any]]) -> str:
     import matplotlib.pyplot as plt
 
@@ -253,7 +261,11 @@ def plot_instruction_mix(problems: Sequence[Mapping[str, Any]]) -> str:
         left = [a + b for a, b in zip(left, shares)]
     ax.set_yticks(range(len(mixed)), [r["name"] for r in mixed], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("% of static SASS instructions of the winning kernels")
+    executed = sum(1 for r in mixed if r.get("instructions_from") == "executed")
+    ax.set_xlabel("% of the winning kernels' instructions: " + (
+        "executed in the profiled call (Nsight Compute)" if executed == len(mixed) else
+        "in the SASS (static)" if not executed else
+        f"executed where profiled ({executed} of {len(mixed)} rows), else in the SASS"))
     ax.legend(fontsize=7, ncol=1 + len(classes) // 12, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _svg(fig)
 
@@ -360,7 +372,7 @@ def _table(problems: Sequence[Mapping[str, Any]], out: Path) -> str:
                    for b in BASELINES),
                  _cell(r["percent_of_floor"], _f(r["percent_of_floor"], ".0f"), num=True),
                  _cell(r["sol_score"], _f(r["sol_score"], ".2f"), num=True),
-                 _cell(", ".join(r["tensor_core"]) or None, ", ".join(r["tensor_core"]) or "-"),
+                 _cell(", ".join(r["tensor_core"]) or None, _tensor_cell(r)),
                  _cell(r["uncovered"] or None, (r["uncovered"] or "-")[:70]),
                  _cell(finding or None, (finding or "")[:110])]
         links = " ".join(x for x in (_link(r.get("best_py"), "best.py", out), _link(r.get("report_md"),

@@ -43,6 +43,33 @@ def _instruction_mix(instructions: Sequence[KernelSummary]) -> dict[str, int]:
     return dict(sorted(mix.items(), key=lambda kv: -kv[1]))
 
 
+def _executed_tensor_classes(verdict: Verdict) -> list[str]:
+    """The tensor-core opcodes of the own kernels whose MMAs executed in the profiled call (a kernel that carries
+    them on a branch never taken contributes none)."""
+    from kernelwright.inspect.sass import TENSOR_CLASSES, classify
+
+    ran = {k.name for k in verdict.executed.kernels if k.own and k.executed.get("tensor_mma")}
+    return sorted({op.split(".")[0] for k in verdict.instructions if k.name in ran for op in k.histogram_by_opcode
+                   if classify(op) in TENSOR_CLASSES})
+
+
+def _instructions(verdict: Verdict) -> tuple[list[str], dict[str, int], str]:
+    """The row's tensor-core column and instruction mix, and where they come from: what executed in the profiled
+    call (Nsight Compute) where one ran, else the SASS (static), saying why."""
+    found = verdict.executed
+    if found is not None and found.ran:
+        mix: dict[str, float] = {}
+        for kernel in found.kernels:
+            if kernel.own:
+                for cls, count in kernel.executed.items():
+                    mix[cls] = mix.get(cls, 0.0) + count
+        return (_executed_tensor_classes(verdict), {k: int(v) for k, v in sorted(mix.items(), key=lambda kv: -kv[1])},
+                "executed")
+    why = found.note if found is not None else ("no GPU: nothing ran to profile" if not verdict.median_ms()
+                                                 else "not profiled")
+    return _tensor_classes(verdict.instructions), _instruction_mix(verdict.instructions), f"static ({why})"
+
+
 def sol_score(reference_ms: float | None, kernel_ms: float | None, floor_ms: float | None) -> float | None:
     """How much of the gap between PyTorch (eager) and the achievable floor the kernel closes, in [0, 1]: 0 is no
     faster than eager, 1 is at the floor (after SOL-ExecBench's speed-of-light score). None without the three."""
@@ -65,6 +92,7 @@ def row_from_verdict(verdict: Verdict, *, name: str, path: str, mode: str, famil
     flops, nbytes = (roofline.flops, roofline.bytes) if roofline else (None, None)
     errors = [f for f in verdict.findings if f.severity is Severity.ERROR]
     matmul_share = (roofline.matmul_flops or 0) / flops if roofline and flops else 0.0
+    tensor_core, mix, source = _instructions(verdict)
     row = {
         "name": name,
         "path": path,
@@ -88,8 +116,9 @@ def row_from_verdict(verdict: Verdict, *, name: str, path: str, mode: str, famil
         "achieved_gbs": nbytes / (kernel_ms * 1e6) if nbytes and kernel_ms else None,
         "matmul_dominant": matmul_share >= 0.5,
         "ceilings": dict(roofline.basis) if roofline else {},
-        "tensor_core": _tensor_classes(verdict.instructions),
-        "instruction_mix": _instruction_mix(verdict.instructions),
+        "tensor_core": tensor_core,
+        "instruction_mix": mix,
+        "instructions_from": source,  # "executed" (Nsight Compute's profiled call) or "static (why)"
         "families": list(families),
         "uncovered": uncovered,
         "baselines_reused": next((list(f.details.get("names", [])) for f in verdict.findings
@@ -118,7 +147,8 @@ def failure_row(*, name: str, path: str, mode: str, status: str, message: str, w
             "floor_ms": None, "percent_of_floor": None, "sol_score": None, "flops": None, "bytes": None,
             "arithmetic_intensity": None, "achieved_tflops": None, "achieved_gbs": None, "matmul_dominant": False,
             "ceilings": {},
-            "tensor_core": [], "instruction_mix": {}, "families": list(families), "uncovered": uncovered,
+            "tensor_core": [], "instruction_mix": {}, "instructions_from": "", "families": list(families),
+            "uncovered": uncovered,
             "baselines_reused": [], "pending": [], "baselines_later": [], "size_overrides": {}, "device": None, "wall_s": round(wall_s, 1),
             "best_py": None, "report_md": None, "date": time.strftime("%Y-%m-%d")}
 
