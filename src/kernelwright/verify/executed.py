@@ -34,27 +34,18 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kernelwright.records import ProblemTraits, Severity
+from kernelwright.verify.records import EXECUTED_CLASSES as CLASSES
+from kernelwright.verify.records import ExecutedEvidence, ExecutedKernelRow
 
 if TYPE_CHECKING:
     from kernelwright.inspect.analysis import KernelSummary
     from kernelwright.inspect.ncu import ExecutedKernel
     from kernelwright.verify.findings import Judge
 
-# The classes a verdict reports, each from SASS instruction classes (kernelwright.inspect.sass.CLASSES).
-CLASSES: dict[str, tuple[str, ...]] = {
-    "tensor_mma": ("mma", "wgmma", "tcgen05"),
-    "tma": ("tma",),
-    "cp_async": ("cp_async",),
-    "mbarrier": ("mbarrier",),
-    "global_load": ("global_load",),
-    "global_store": ("global_store",),
-    "local": ("local",),
-}
 # The classes a candidate's speed is claimed on (the instruction section names them): present but never executed is
 # a dead claim.
 CLAIMED = ("tensor_mma", "tma", "cp_async")
@@ -66,68 +57,6 @@ METRICS = (
 )
 PRED_TRUE = "sass__thread_inst_executed_true_per_opcode"
 LAUNCH_LIMIT = 500  # kernels profiled at most (a forward of thousands of launches stays bounded)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExecutedKernelRow:
-    """One kernel of the profiled call: own (the candidate's) or library; its classes present (SASS) and executed."""
-
-    name: str
-    own: bool
-    launches: int
-    duration_ns: float | None
-    share: float | None  # of the profiled call's device time
-    executed: Mapping[str, float] = field(default_factory=dict)  # class -> warp-level instructions executed
-    predicated_true: Mapping[str, float] = field(default_factory=dict)  # class -> thread instructions, pred true
-    present: Mapping[str, int] = field(default_factory=dict)  # class -> SASS instructions (own kernels)
-    mma_types: Mapping[str, float] = field(default_factory=dict)  # operand type -> MMA instructions executed
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "own": self.own, "launches": self.launches, "duration_ns": self.duration_ns,
-                "share": self.share, "executed": dict(self.executed), "predicated_true": dict(self.predicated_true),
-                "present": dict(self.present), "mma_types": dict(self.mma_types)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ExecutedKernelRow:
-        return cls(name=data["name"], own=bool(data["own"]), launches=int(data.get("launches", 1)),
-                   duration_ns=data.get("duration_ns"), share=data.get("share"),
-                   executed=dict(data.get("executed") or {}), predicated_true=dict(data.get("predicated_true") or {}),
-                   present=dict(data.get("present") or {}), mma_types=dict(data.get("mma_types") or {}))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExecutedEvidence:
-    """The verdict's executed section: the profiled call's kernels, or why there are none (``note``)."""
-
-    ran: bool
-    note: str = ""
-    seconds: float = 0.0
-    kernels: tuple[ExecutedKernelRow, ...] = ()
-
-    @property
-    def own_share(self) -> float | None:
-        """The candidate's own kernels' share of the profiled call's device time."""
-        shares = [k.share for k in self.kernels if k.own and k.share is not None]
-        return sum(shares) if shares else (0.0 if self.kernels else None)
-
-    def classes(self) -> dict[str, dict[str, float]]:
-        """Per class over the own kernels: {"present": SASS instructions, "executed": instructions executed}."""
-        out: dict[str, dict[str, float]] = {}
-        for name in CLASSES:
-            present = sum(k.present.get(name, 0) for k in self.kernels if k.own)
-            executed = sum(k.executed.get(name, 0.0) for k in self.kernels if k.own)
-            if present or executed:
-                out[name] = {"present": present, "executed": executed}
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ran": self.ran, "note": self.note, "seconds": self.seconds, "own_share": self.own_share,
-                "classes": self.classes(), "kernels": [k.to_json() for k in self.kernels]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ExecutedEvidence:
-        return cls(ran=bool(data.get("ran")), note=data.get("note", ""), seconds=float(data.get("seconds", 0.0)),
-                   kernels=tuple(ExecutedKernelRow.from_json(k) for k in data.get("kernels", ())))
 
 
 def _by_class(counts: Mapping[str, float]) -> dict[str, float]:
