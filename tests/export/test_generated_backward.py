@@ -61,6 +61,10 @@ print(json.dumps({"errors": [float((g - h).abs().max()) for g, h in zip(got, wan
 '''
 
 
+# One optimize --backward run shared by the module (about 14 s): the whole module is a slow case; the backward
+# plans and their numbers are tests/generate/test_backward.py's, in the default run.
+pytestmark = pytest.mark.slow
+
 @pytest.fixture(scope="module")
 def run_with_backward(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("generated_backward")

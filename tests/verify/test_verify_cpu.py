@@ -65,6 +65,7 @@ def test_honest_triton_softmax_passes_every_trial(run, tmp_path: Path) -> None:
     assert [x["at_s"] for x in lines] == sorted(x["at_s"] for x in lines)
 
 
+@pytest.mark.slow
 def test_the_seed_is_recorded_and_replays_the_same_trials(run) -> None:
     first = run("softmax_wrong.py")
     second = run("softmax_wrong.py")
@@ -155,6 +156,7 @@ def test_failing_candidates_get_the_right_verdict(run, name: str, status: Status
     assert "\n" not in verdict.message
 
 
+@pytest.mark.slow
 def test_reports_the_candidate_writes_into_the_channel_are_a_protocol_violation_not_a_crash(run) -> None:
     # A trial report without its index used to raise KeyError in the parent, a trial never planned KeyError, and a
     # timing report on the CPU went into the verdict as the candidate's time.
