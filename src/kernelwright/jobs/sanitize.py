@@ -21,18 +21,24 @@ class SanitizeRan(Report):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SanitizeSpec(JobSpec):
-    job: ClassVar[str] = "sanitize"
-    reports: ClassVar[tuple[type[Report], ...]] = (SanitizeRan,)
-    runs: ClassVar[str] = "kernelwright.verify.child.sanitize:run_sanitize_job"
-    untrusted: ClassVar[bool] = True
+class ForwardFields(JobSpec):
+    """What both jobs need to build the candidate's model beside the reference's and call it (no job of its own)."""
 
     problem: str
     candidate: str
     device: str
     seed: int
-    size_overrides: dict[str, int] = field(default_factory=dict)  # none: reduced to max_elements
-    max_elements: int = 1 << 16
+    size_overrides: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SanitizeSpec(ForwardFields):
+    job: ClassVar[str] = "sanitize"
+    reports: ClassVar[tuple[type[Report], ...]] = (SanitizeRan,)
+    runs: ClassVar[str] = "kernelwright.verify.child.sanitize:run_sanitize_job"
+    untrusted: ClassVar[bool] = True
+
+    max_elements: int = 1 << 16  # size_overrides empty: the sizes reduced to this many elements
 
 
 # The NVTX range around the profiled forward (ncu profiles only the kernels launched inside it): not the warm-up
@@ -41,16 +47,10 @@ PROFILE_RANGE = "kernelwright-forward"
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProfileSpec(JobSpec):
+class ProfileSpec(ForwardFields):
     """One warm-up forward, then one forward inside :data:`PROFILE_RANGE`, at the verify's sizes."""
 
     job: ClassVar[str] = "profile"
     reports: ClassVar[tuple[type[Report], ...]] = (SanitizeRan,)
     runs: ClassVar[str] = "kernelwright.verify.child.sanitize:run_profile_job"
     untrusted: ClassVar[bool] = True
-
-    problem: str
-    candidate: str
-    device: str
-    seed: int
-    size_overrides: dict[str, int] = field(default_factory=dict)

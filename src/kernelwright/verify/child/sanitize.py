@@ -13,9 +13,10 @@ from typing import Any
 
 from kernelwright.isolation.child import Channel
 from kernelwright.jobs import PROFILE_RANGE, ProfileSpec, SanitizeRan, SanitizeSpec
+from kernelwright.jobs.sanitize import ForwardFields
 
 
-def _build(spec: SanitizeSpec | ProfileSpec, max_elements: int) -> tuple[Any, list[Any], Any, dict[str, int]]:
+def _build(spec: ForwardFields, max_elements: int) -> tuple[Any, list[Any], Any, dict[str, int]]:
     """The candidate's ``ModelNew`` with the reference model's weights, seeded inputs, the device, the sizes used."""
     import torch
 
