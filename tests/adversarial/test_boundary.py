@@ -138,8 +138,9 @@ def test_escaped_helper_cannot_poison_decoys(tmp_path: Path, private_cache: Path
 
 def test_boundary_corpus_covers_rows_31_to_36() -> None:
     rows = {c.exploit.split()[0] for c in bc.CASES if c.code}
-    # Row 36 (dead instruction claim) needs executed instruction counts from a GPU profiler: it is the instruction
-    # evidence's (tests/inspect), not the job boundary's.
+    # Row 36 (dead instruction claim) needs executed instruction counts from a GPU profiler: it is the executed
+    # evidence's (tests/verify/test_executed.py with a stand-in ncu; tests/verify/test_executed_gpu.py), not the
+    # job boundary's.
     assert rows >= {"31", "32", "33", "34", "35"}
     assert {bc.PROTOCOL, bc.EVIDENCE, bc.HOOK, bc.PROCESS, bc.TIMER} <= {
         code for c in bc.CASES for code in c.allowed_codes}
