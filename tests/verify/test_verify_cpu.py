@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.config import config
+from kernelwright.isolation import clock
 from kernelwright.records import Policy, Status
 from kernelwright.verify.records import VerifyOptions, verdict_json
 from kernelwright.verify.verifier import verify
@@ -173,7 +174,12 @@ def test_reports_the_candidate_writes_into_the_channel_are_a_protocol_violation_
 
 
 def test_a_hang_is_a_timeout_and_the_parent_carries_on(run) -> None:
-    verdict = run("softmax_hang.py", timeout_s=15)  # the hang is in trial 0: reached in ~3 s, ~6 s on a busy CI
+    # The job's clock stands still until the candidate has started trial 0 (where it hangs), then runs out: the
+    # same verdict on a loaded machine as on an idle one (a wall-clock limit either times out honest work or waits).
+    # The real clock's kill is tested in tests/isolation/test_clock.py.
+    with clock.holding(clock.HeldClock(clock.at_message("candidate", "trial_start", index=0))) as held:
+        verdict = run("softmax_hang.py")
+    assert held.ran_out == ["candidate"]
     assert verdict.status is Status.TIMEOUT
     assert "trial 0" in verdict.message
     # The same process verifies the next candidate normally.
@@ -184,8 +190,9 @@ def test_a_hang_is_a_timeout_and_the_parent_carries_on(run) -> None:
 def test_running_out_of_time_on_the_shape_trial_is_a_timeout_not_an_accusation(run) -> None:
     # The job's one time limit covers every trial; a slow honest kernel (a big GEMM under the interpreter) used to be
     # reported `shape-specialised` for running out of it on the last trial, the second shape.
-    # Room for the eleven trials before it on a busy machine (~4 s alone, twice that on a busy CI).
-    verdict = run("softmax_hang_on_new_shape.py", timeout_s=20)
+    # Time runs out once the last trial, the second shape, has started: every trial before it had all it needed.
+    with clock.holding(clock.HeldClock(clock.at_message("candidate", "trial_start", kind="shape"))):
+        verdict = run("softmax_hang_on_new_shape.py")
     assert verdict.status is Status.TIMEOUT, verdict.message
     assert "(shape)" in verdict.message
     assert "shape-specialised" not in codes(verdict)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kernelwright.deadline import NO_DEADLINE, Deadline
-from kernelwright.isolation import protocol
+from kernelwright.isolation import clock, protocol
 from kernelwright.isolation.child import ENTRY_MODULE
 from kernelwright.isolation.plan import box_plan
 
@@ -589,13 +589,11 @@ def run_child(
         arrivals: list[float] = []
         reader = threading.Thread(target=_read_channel, args=(read_fd, messages, errors, arrivals), daemon=True)
         reader.start()
-        timed_out = False
         try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid)
-            proc.wait()
+            timed_out = clock.current().wait(proc, job=job, limit_s=timeout_s, messages=messages)
+            if timed_out:
+                _kill_group(proc.pid)
+                proc.wait()
         except BaseException:
             # Ctrl-C, SIGTERM (the CLI turns it into KeyboardInterrupt) or any error here: the child's group must
             # not outlive the parent (it runs in its own session, so the terminal's signal never reached it).
