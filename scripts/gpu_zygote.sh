@@ -17,21 +17,23 @@ step cli-fresh 150 env KERNELWRIGHT_JOB_ZYGOTE=0 python3 -m kernelwright verify 
 step cli-zygote-warm 150 python3 -m kernelwright verify examples/problems/softmax_small.py examples/softmax_triton.py \
   --device cuda
 # 2. One job and whole verifies, forked against fresh, interleaved in one process (the zygote's start its own row).
-step bench-jobs 120 python3 scripts/bench_jobs.py --device cuda --runs 3 --verifies 1 --problem problems/softmax.py \
+step bench-jobs 200 python3 scripts/bench_jobs.py --device cuda --runs 3 --verifies 1 --problem problems/softmax.py \
   --candidate examples/softmax_triton.py
 # 3. Level-1 problems at full size (KernelBench's files, carried unmodified in .out/kb), each judged against its own
 #    Model renamed ModelNew (--allow-library-only: the harness's cost, no candidate compile), forked then fresh.
 for problem in "$@"; do
-  name=$(basename "$problem" .py); self="$out/$name-self.py"
+  # (the device tool brings back 8 files: the level-1 files' own go to /tmp, their verdicts' lines to the log)
+  name=$(basename "$problem" .py); self="/tmp/$name-self.py"
   sed 's/\bclass Model(/class ModelNew(/; s/super(Model, self)/super(ModelNew, self)/' "$problem" >"$self"
   for mode in zygote fresh; do
     z=1; [ "$mode" = fresh ] && z=0
     s=$SECONDS
     KERNELWRIGHT_JOB_ZYGOTE=$z timeout --signal=INT --kill-after=15 120 python3 -m kernelwright verify "$problem" \
-      "$self" --json --device cuda --no-compile-baseline --allow-library-only >"$out/l1-$name-$mode.json" \
-      2>"$out/l1-$name-$mode.err"
+      "$self" --json --device cuda --no-compile-baseline --allow-library-only >"/tmp/l1-$name-$mode.json" \
+      2>"/tmp/l1-$name-$mode.err"
     echo "== l1 $name $mode: exit $?, $((SECONDS - s)) s wall =="
-    python3 - "$out/l1-$name-$mode.json" <<'PY'
+    tail -4 "/tmp/l1-$name-$mode.err" | cut -c1-400
+    python3 - "/tmp/l1-$name-$mode.json" <<'PY'
 import json, sys
 try:
     v = json.load(open(sys.argv[1]))

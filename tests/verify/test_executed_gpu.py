@@ -54,13 +54,15 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, flag_ptr, M, N, K, BLOCK_M: tl.constexpr,
     use_dot = tl.load(flag_ptr)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_K):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+        kk = k + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
         if use_dot != 0:
             acc += tl.dot(a, b, input_precision=PRECISION)
         else:
             acc += tl.sum(a[:, :, None].to(tl.float32) * b[None, :, :].to(tl.float32), axis=1)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 class ModelNew(nn.Module):
@@ -69,7 +71,7 @@ class ModelNew(nn.Module):
         N = b.shape[1]
         c = torch.empty((M, N), device=a.device, dtype=a.dtype)
         flag = torch.full((1,), {use_dot}, device=a.device, dtype=torch.int32)
-        grid = (M // {block}, N // {block})
+        grid = (triton.cdiv(M, {block}), triton.cdiv(N, {block}))  # any shape: the verifier tries a second one
         matmul_kernel[grid](a, b, c, flag, M, N, K, BLOCK_M={block}, BLOCK_N={block}, BLOCK_K=16,
                             PRECISION="{precision}")
         return c
