@@ -10,8 +10,9 @@ STEP_LINES='^\||faster|verdict|took|passed|failed|FAILED|ERROR|Error'
 
 # 1. The CLI's verify in a new process, as a user meets it: first with the zygote (it starts with the process),
 #    then with a fresh interpreter per job; the first call on the machine is the cold one.
+STEP_LINES="$STEP_LINES|zygote|child "  # --verbose: when the zygote served, each job's wall and whether it forked
 step cli-zygote-cold 150 python3 -m kernelwright verify examples/problems/softmax_small.py examples/softmax_triton.py \
-  --device cuda
+  --device cuda --verbose
 step cli-fresh 150 env KERNELWRIGHT_JOB_ZYGOTE=0 python3 -m kernelwright verify examples/problems/softmax_small.py \
   examples/softmax_triton.py --device cuda
 step cli-zygote-warm 150 python3 -m kernelwright verify examples/problems/softmax_small.py examples/softmax_triton.py \

@@ -304,6 +304,7 @@ class Zygote:
                 words = line.decode("utf-8", "replace").split(" ", 2)
                 if words[0] == "ready":
                     self.ready_s = time.monotonic() - self.started
+                    log.info("the zygote (pid %s) serves: its imports took %.2f s", self.proc.pid, self.ready_s)
                     self._ready.set()
                 elif words[0] == "failed":
                     self.error = line.decode("utf-8", "replace")
