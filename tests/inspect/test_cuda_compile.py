@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelwright.config import config
 from kernelwright.errors import ToolchainError
 from kernelwright.inspect import sass, tools
 from kernelwright.inspect.analysis import analyze_binary, analyze_cubin
@@ -102,8 +103,9 @@ def test_a_binary_for_several_archs_is_read_image_by_image(tmp_path: Path, monke
                     "arch=compute_90a,code=sm_90a", str(source), "-o", str(fatbin)], check=True, capture_output=True)
     both = analyze_binary(fatbin)
     assert sorted(k.arch for k in both) == ["sm_80", "sm_90a"]
-    sass._DISASSEMBLY_CACHE.clear()
+    sass._DISASSEMBLY_CACHE.clear()  # and a cache folder of its own below: the same file is disassembled again
     real = tools.supports
     monkeypatch.setattr(tools, "supports", lambda tool, arch: not arch.startswith("sm_80") and real(tool, arch))
-    left = analyze_binary(fatbin)
+    with config.scope(cache_dir=str(tmp_path / "another-cache")):
+        left = analyze_binary(fatbin)
     assert [k.arch for k in left] == ["sm_90a"] and left[0].name == "twice"

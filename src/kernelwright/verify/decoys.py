@@ -8,16 +8,13 @@ candidates, on two trials, once per problem and tolerance; the answer is cached.
 from __future__ import annotations
 
 import hashlib
-import hmac
-import json
 import logging
-import os
-import secrets
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from kernelwright import signed
 from kernelwright.config import config
 from kernelwright.verify import compare, tensors
 
@@ -57,9 +54,9 @@ def degenerate_decoys(problem_sha256: str, refs: dict[int, dict[str, Any]], shar
     sizes_key = hashlib.sha256(sizes.encode()).hexdigest()[:12] if sizes else "as-written"
     key = f"{problem_sha256[:32]}-{mode}-{factor:g}-{allowed_unit_roundoff:g}-{sizes_key}"
     cache = Path(config.cache_dir) / "decoys" / f"{key}.json"
-    cached = _read_signed(cache, key)
-    if cached is not None:
-        return cached
+    cached = signed.read(cache, key)  # an entry a candidate's helper rewrote fails its digest (integrity #33)
+    if cached is not None and isinstance(cached.get("passing"), list):
+        return [str(name) for name in cached["passing"]]
     indices = [i for i in sorted(refs) if (shared / f"inputs-{i}.pt").exists()][:2]
     if not indices:
         return []
@@ -76,47 +73,5 @@ def degenerate_decoys(problem_sha256: str, refs: dict[int, dict[str, Any]], shar
                 ok_here.add(name)
         passing = ok_here if passing is None else passing & ok_here
     result = sorted(passing or ())
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        body = {"passing": result, "seed": seed}
-        cache.write_text(json.dumps({**body, "digest": digest(key, body)}))
-    except OSError as exc:
-        log.info("could not cache decoy results: %s", exc)
+    signed.write(cache, key, {"passing": result, "seed": seed})
     return result
-
-
-def _read_signed(path: Path, key: str) -> list[str] | None:
-    """The cached decoy names, if the entry carries this cache's digest of them (integrity #33: a candidate's job
-    cannot write the cache, and where no namespace keeps it out, an entry it rewrote fails the digest and the
-    decoys are judged again)."""
-    try:
-        entry = json.loads(path.read_text())
-        body = {"passing": list(entry["passing"]), "seed": entry["seed"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(entry.get("digest"), str) or not hmac.compare_digest(entry["digest"], digest(key, body)):
-        log.info("decoy cache entry %s carries no valid digest: judged again", path.name)
-        return None
-    return [str(name) for name in body["passing"]]
-
-
-def digest(key: str, body: dict[str, Any]) -> str:
-    """HMAC-SHA256 of a cached trusted result under this cache's secret (``keys/`` of the cache folder: a
-    candidate's box hides that folder, isolation/process.py)."""
-    message = f"{key}\n{json.dumps(body, sort_keys=True)}".encode()
-    return hmac.new(cache_secret(), message, hashlib.sha256).hexdigest()
-
-
-def cache_secret() -> bytes:
-    """This cache's secret, made on first use (0600 in ``keys/``)."""
-    path = Path(config.cache_dir) / "keys" / "digest.key"
-    try:
-        return bytes.fromhex(path.read_text().strip())
-    except (OSError, ValueError):
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    secret = secrets.token_bytes(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(secret.hex())
-    return secret
