@@ -103,3 +103,19 @@ def test_a_problem_the_templates_cannot_take_exits_1_not_2(tmp_path: Path, capsy
     assert main(["optimize", "--device", "cpu", "--out", str(tmp_path / "run2"), str(stateful)]) == 1
     err = capsys.readouterr().err.strip()
     assert "cannot be captured with torch.export" in err and len(err.splitlines()) == 1
+
+
+def test_a_command_that_runs_jobs_starts_their_zygote_before_it_imports_torch(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The zygote's imports and the parent's run side by side: it is started right after the arguments are read,
+    for the device the command will use (asked without torch), and only by commands that run jobs."""
+    from kernelwright.isolation import process
+
+    started: list[str | None] = []
+    monkeypatch.setattr(process, "warm_zygote", lambda device, *a, **k: started.append(device) or True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU to be seen: the automatic device is the CPU
+    assert main(["verify", "missing-problem.py", "missing-candidate.py"]) == 2
+    assert main(["verify", "missing-problem.py", "missing-candidate.py", "--device", "cuda"]) == 2
+    assert main(["config"]) == 0  # prints the settings; runs no job
+    capsys.readouterr()
+    assert started == ["cpu", "cuda"]

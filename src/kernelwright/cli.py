@@ -83,6 +83,33 @@ def _bytecode_cache() -> None:
     bytecode.enable(config.cache_dir)
 
 
+# The commands that run jobs (a verify's reference and candidate, a bench's, a search's): their zygote starts first.
+_JOB_COMMANDS = ("optimize", "generate", "verify", "bench", "export", "inspect")
+
+
+def _gpu_visible() -> bool:
+    """Whether this process would see an NVIDIA GPU, asked without importing torch (the driver's files)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    with contextlib.suppress(OSError):
+        return bool(os.listdir("/proc/driver/nvidia/gpus"))
+    return False
+
+
+def _warm_jobs_early(args: argparse.Namespace) -> None:
+    """Start the jobs' zygote before this process imports torch, so that the two imports run side by side: the
+    first job (a verify's reference) otherwise waits for the zygote's imports after the parent's own — its phase
+    took 12-13 s forked against 7.6 s fresh on an H100 (run 64), 3.7 s against 0.3 s warm on 2 CPU cores."""
+    if args.command not in _JOB_COMMANDS:
+        return
+    device = getattr(args, "device", None)
+    if device not in ("cpu", "cuda"):
+        device = "cuda" if _gpu_visible() else "cpu"
+    from kernelwright.isolation.process import warm_zygote
+
+    warm_zygote(device)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -97,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminated)  # cleanup (children, scratch folders) as for Ctrl-C
     try:
         _bytecode_cache()
+        _warm_jobs_early(args)
         module = importlib.import_module(COMMANDS[args.command])
         return int(module.run(args))
     except KernelwrightError as exc:

@@ -304,6 +304,11 @@ def job_environment(device: str | None, *, own_cache: Path | None = None) -> dic
     env = {
         "TRITON_CACHE_DIR": str(cache / "triton"),
         "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+        # Inductor's (the torch.compile baselines', a candidate's own torch.compile): named here, or each job
+        # inherits whatever the parent's torch last set in its own environment (it writes the variable when it
+        # first asks for the folder), /tmp/torchinductor_<user>, shared by every job — and the zygote's setting
+        # changed under it (a second zygote warmed while the reference waited, 2026-12-07).
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
         "KERNELWRIGHT_CACHE_DIR": str(cache),
     }
     if device == "cpu":
