@@ -35,8 +35,9 @@ def test_verifications_queued_at_the_deadline_are_left_for_resume(workspace, fak
     server = fake_llm(lambda request, index: Reply(content=reply_with(kernel("passed", ms=1.0 + index))))
     evaluator = StubEvaluator(delay_s=0.6)
     result = _run(workspace, server, budget_s=1.5, samples=6, evaluator=evaluator)
-    # The budget, the verification running at the deadline and the winner's final one; not six queued ones.
-    assert result.elapsed_s < 1.5 + 2 * 0.6 + 0.6
+    # The budget, the verification running at the deadline and the winner's final one; not six queued ones. Counted,
+    # not timed (a loaded machine finishes fewer in the budget, never more): starts at 0, 0.6 and 1.2 s, the final.
+    assert len(evaluator.calls) <= 4, evaluator.calls
     with RunDB(tmp / "runs.sqlite") as db:
         left = [c for c in db.candidates(result.run_id) if c.verdict_id is None]
         db.finish_run(result.run_id, "interrupted", {})
