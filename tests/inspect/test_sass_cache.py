@@ -90,3 +90,18 @@ def test_a_signed_entry_serves_the_next_process_and_a_rewritten_one_is_not_used(
     sass._DISASSEMBLY_CACHE.clear()
     again = sass.disassemble(cubin, arch="sm_90a")
     assert again == fresh and len(listings) == 2
+
+
+def test_the_cache_keeps_its_newest_entries(tmp_path: Path, listings: list[str], monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    monkeypatch.setattr(sass, "_CACHE_ENTRIES", 1)
+    first = _cubin(tmp_path, "kernelwright-verify-aaaaaaaa")
+    second = _cubin(tmp_path, "kernelwright-verify-aaaaaaaa", op="mul")
+    sass.disassemble(first, arch="sm_90a")
+    sass.disassemble(second, arch="sm_90a")
+    assert len(listings) == 2 and len(list(sass._cache_path("x").parent.glob("*.json"))) == 1
+    sass._DISASSEMBLY_CACHE.clear()
+    sass.disassemble(second, arch="sm_90a")  # kept: served from the cache
+    assert len(listings) == 2
+    sass.disassemble(first, arch="sm_90a")  # dropped: disassembled again
+    assert len(listings) == 3

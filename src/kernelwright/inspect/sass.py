@@ -9,8 +9,10 @@ cuobjdump 12.8/13.1 output for sm_70 .. sm_120 (GPU_FACTS.md, "SASS opcodes that
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import re
 import subprocess
 import tempfile
@@ -414,9 +416,24 @@ def disassemble(path: Path, *, arch: str | None = None) -> Disassembly:
     result = _disassembly_from_json(body) if body is not None else None
     if result is None:
         result = _disassemble(path, arch)
-        signed.write(entry, key, _disassembly_to_json(result))
+        if signed.write(entry, key, _disassembly_to_json(result)):
+            _prune(entry.parent)
     _DISASSEMBLY_CACHE[key] = result
     return result
+
+
+_CACHE_ENTRIES = 4000  # a search's candidates are each new; tens of kB an entry keeps the folder near 100 MB
+
+
+def _prune(folder: Path) -> None:
+    """Drop the least recently written entries beyond :data:`_CACHE_ENTRIES`."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.stat().st_mtime)
+    except OSError:
+        return
+    for stale in entries[:max(0, len(entries) - _CACHE_ENTRIES)]:
+        with contextlib.suppress(OSError):
+            os.unlink(stale.path)
 
 
 def _cache_path(key: str) -> Path:
