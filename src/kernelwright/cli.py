@@ -83,8 +83,10 @@ def _bytecode_cache() -> None:
     bytecode.enable(config.cache_dir)
 
 
-# The commands that run jobs (a verify's reference and candidate, a bench's, a search's): their zygote starts first.
-_JOB_COMMANDS = ("optimize", "generate", "verify", "bench", "export", "inspect")
+# The commands whose every run starts jobs (a verify's reference and candidate, a bench's, a search's): their zygote
+# starts first. Not export or inspect: many of their runs start none (a listing, a cubin), and a zygote that no job
+# uses only takes a core from the command for its 3-4 s of imports.
+_JOB_COMMANDS = ("optimize", "generate", "verify", "bench")
 
 
 def _gpu_visible() -> bool:
