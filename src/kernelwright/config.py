@@ -208,6 +208,10 @@ KNOBS: dict[str, Setting] = _table(
     Setting("timing_min_reps", integer(1), 20, "fewest timed repetitions"),
     Setting("timing_max_reps", integer(1), 2000, "most timed repetitions"),
     Setting("timing_target_ms", number(0, strict=True), 600.0, "aim for this much timed work per measurement"),
+    # Off until a GPU run compares it side by side with full-length timing (medians, spreads, reps): a
+    # measurement cut short may read a boosted clock (verify/child/timing.py); 0.002 is the value to try.
+    Setting("timing_stable_rel", number(0), 0.0,
+            "end a measurement early once its median's standard error is at most this share of it (0: never)"),
     Setting("timing_warmup_ms", number(0), 100.0, "warm-up time before measuring"),
     Setting("input_sets", integer(1), 4, "input sets rotated among timed calls"),
     Setting("scratch_dir", text, _default_scratch_dir,

@@ -83,13 +83,15 @@ class TimingSettings(Record):
     max_reps: int
     target_ms: float
     warmup_ms: float
+    stable_rel: float = 0.0  # stop once the median's standard error is at most this share of it (0: never early)
 
     @classmethod
     def from_config(cls, **overrides: Any) -> TimingSettings:
         from kernelwright.config import config
 
         return cls(**{"min_reps": config.timing_min_reps, "max_reps": config.timing_max_reps,
-                      "target_ms": config.timing_target_ms, "warmup_ms": config.timing_warmup_ms, **overrides})
+                      "target_ms": config.timing_target_ms, "warmup_ms": config.timing_warmup_ms,
+                      "stable_rel": config.timing_stable_rel, **overrides})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -77,7 +77,7 @@ def run_tune_job(spec: TuneSpec, channel: Channel) -> None:
                 continue
             m, _ = measure(call, len(sets), clock, device=device, min_reps=timing.min_reps,
                            max_reps=timing.max_reps, target_ms=timing.target_ms, warmup_ms=timing.warmup_ms,
-                           flush=flush)
+                           flush=flush, stable_rel=timing.stable_rel)
             channel.send(Tuned(index=index, ok=True, measurement=m))
         except Exception as exc:
             status, code = classify_exception(exc)

@@ -127,7 +127,7 @@ def run_baseline_job(spec: BaselineSpec, channel: Channel) -> None:
                 torch.cuda.synchronize()
             m, _ = measure(call, len(sets), clock, device=device, min_reps=timing.min_reps,
                            max_reps=timing.max_reps, target_ms=timing.target_ms, warmup_ms=timing.warmup_ms,
-                           flush=flush)
+                           flush=flush, stable_rel=timing.stable_rel)
             channel.send(BaselineResult(name=name, measurement=m))
         except Exception as exc:
             channel.send(BaselineResult(name=name, measurement=None,

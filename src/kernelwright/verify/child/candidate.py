@@ -426,7 +426,7 @@ class _CandidateJob:
         try:
             m, last = measure(timed_call, len(sets), clock, device=device, min_reps=timing.min_reps,
                               max_reps=timing.max_reps, target_ms=timing.target_ms, warmup_ms=timing.warmup_ms,
-                              keep_samples=True)
+                              keep_samples=True, stable_rel=timing.stable_rel)
         except BaseException as exc:
             if isinstance(exc, SystemExit):
                 raise

@@ -11,8 +11,10 @@
   *device-wide* synchronisation (every stream), and the wall time of the whole batch (less the sleeps) is compared
   with the sum of event intervals plus flushes: device work the events did not see (another stream, a thread)
   shows up as ``unexplained_ms_per_call``.
-- The number of repetitions follows the call's cost (``timing_target_ms``), within ``[min_reps, max_reps]``; the
-  result is the median, with min and the interquartile range.
+- The number of repetitions follows the call's cost (``timing_target_ms``), within ``[min_reps, max_reps]``, and
+  stops earlier once the median is stable (``timing_stable_rel``: its standard error, estimated from the
+  interquartile range, at most that share of the median; checked after each chunk); the result is the median,
+  with min and the interquartile range.
 """
 
 from __future__ import annotations
@@ -113,11 +115,13 @@ def measure(
     flush: torch.Tensor | None = None,
     before_each: Callable[[], Any] | None = None,
     keep_samples: bool = False,
+    stable_rel: float = 0.0,
 ) -> tuple[Measurement, dict[int, Any]]:
     """Time ``call(set_index)``; return the measurement and the last output of each input set.
 
     ``before_each`` runs on the host before every timed call, outside the timed interval (the verifier uses it to
-    return persisting L2 lines to normal).
+    return persisting L2 lines to normal). ``stable_rel`` (0: off) ends the timing after the first chunk at which
+    the median's standard error is at most that share of it (:func:`median_is_stable`).
 
     When a GPU lock is in use (a parallel bench, hardware/gpu_lock.py) the device is this process's alone from the
     warm-up to the last timed call (:func:`_alone_on_device`)."""
@@ -165,8 +169,12 @@ def measure(
     chunk = min(reps, _CHUNK)
     sleeps = [(clock.event(), clock.event()) for _ in range(0, reps, chunk)]
     clock.device_synchronize()
-    wall0 = clock.perf_counter()
+    wall_ms = 0.0
+    wall0: float | None = None  # start of the stretch the wall clock is counting (the looks at the median are not)
+    done = reps
     for c, first in enumerate(range(0, reps, chunk)):
+        if wall0 is None:
+            wall0 = clock.perf_counter()
         n = min(chunk, reps - first)
         # Hold the device back while the host queues this chunk, so each timed interval is device time and not
         # the host's launch latency (on the H200, 2026-11-30, a 0.07 ms softmax with ~0.12 ms of host work per
@@ -186,16 +194,41 @@ def measure(
             clock.record(starts[i])
             last[i % n_sets] = call(i % n_sets)
             clock.record(ends[i])
+        if not stable_rel or first + n >= reps:
+            continue
+        # A chunk's look at the median: the device finishes the chunk (every stream) before its samples are read,
+        # and the look itself is off the wall clock, so the next chunk starts with the device idle behind its sleep.
+        clock.device_synchronize()
+        wall_ms += (clock.perf_counter() - wall0) * 1e3
+        wall0 = None
+        so_far = [clock.elapsed_time(s, e) for s, e in zip(starts[:first + n], ends[:first + n])]
+        if first + n >= min_reps and median_is_stable(so_far, stable_rel):
+            done = first + n
+            break
     clock.device_synchronize()  # every stream, not only the current one
-    wall_ms = (clock.perf_counter() - wall0) * 1e3
-    slept_ms = sum(clock.elapsed_time(s, e) for s, e in sleeps)
-    samples = tuple(clock.elapsed_time(s, e) for s, e in zip(starts, ends))
+    if wall0 is not None:
+        wall_ms += (clock.perf_counter() - wall0) * 1e3
+    slept_ms = sum(clock.elapsed_time(s, e) for s, e in sleeps[:-(-done // chunk)])
+    samples = tuple(clock.elapsed_time(s, e) for s, e in zip(starts[:done], ends[:done]))
+    reps = done
     unexplained = max(0.0, wall_ms - slept_ms - sum(samples) - reps * flush_ms) / reps
     # The raw samples travel with the summary: the parent recomputes it from them (a candidate's process can patch
     # anything, statistics.median included).
     measurement = Measurement.from_samples(samples, host_ms_per_call=(wall_ms - slept_ms) / reps, flush_ms=flush_ms,
                                            unexplained_ms_per_call=unexplained, keep_samples=keep_samples)
     return measurement, last
+
+
+def median_is_stable(samples_ms: list[float], rel: float) -> bool:
+    """Whether the median of ``samples_ms`` is known to within ``rel`` of itself: its standard error, for a spread
+    estimated robustly from the interquartile range (sigma ~ IQR / 1.349; the median's error ~ 1.2533 sigma /
+    sqrt(n)), at most ``rel`` times the median. Plain arithmetic: nothing a candidate's process patches is called."""
+    times = sorted(samples_ms)
+    n = len(times)
+    if n < 8:
+        return False
+    median, q1, q3 = times[n // 2], times[n // 4], times[(3 * n) // 4]
+    return median > 0 and 0.929 * (q3 - q1) / n ** 0.5 <= rel * median
 
 
 def side_stream_suspected(m: Measurement) -> bool:
