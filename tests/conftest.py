@@ -44,14 +44,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Children inherit the environment, so the cache location is set there, not only in config.scope()."""
     cache = tmp_path_factory.mktemp("kernelwright-cache")
-    previous = os.environ.get("KERNELWRIGHT_CACHE_DIR")
-    os.environ["KERNELWRIGHT_CACHE_DIR"] = str(cache)
+    settings = {"KERNELWRIGHT_CACHE_DIR": str(cache), CPU_INSTRUCTIONS: "0"}
+    previous = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     # Triton's own cache is shared with the developer's machine: compiled kernels are keyed by content.
     yield cache
-    if previous is None:
-        os.environ.pop("KERNELWRIGHT_CACHE_DIR", None)
-    else:
-        os.environ["KERNELWRIGHT_CACHE_DIR"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+# A CPU verify cross-compiles the candidate's kernels for sm_90a for its instruction summary (0.7 s of a 2 s verify,
+# in the job's own Triton cache, which no other job may share). Tests about that summary, or about what a verdict
+# does with it, are marked `instructions` and get it; the other ~150 end-to-end verifies judge what they test
+# without it (each summary rule is exercised end to end by the marked ones).
+CPU_INSTRUCTIONS = "KERNELWRIGHT_CPU_INSTRUCTIONS"
+
+
+@pytest.fixture(autouse=True)
+def _instructions_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("instructions") is not None:
+        monkeypatch.setenv(CPU_INSTRUCTIONS, "1")
 
 
 @pytest.fixture

@@ -244,6 +244,9 @@ KNOBS: dict[str, Setting] = _table(
     Setting("child_memory_gb", number(), 0.0,
             "address-space limit for CPU-only children (0: three quarters of this machine's memory; <0: none)"),
     Setting("arch", text, "sm_90a", "arch whose instructions are summarised when no GPU is present"),
+    Setting("cpu_instructions", boolean, True,
+            "on a verify without a GPU, cross-compile the candidate's Triton kernels for arch and summarise their "
+            "instructions (about 0.7 s a verify on 2 cores); false: no instruction summary unless --arch asks"),
     Setting("backend", choice("triton", "cuda", "all"), "all",
             "template back ends the search tries: triton, cuda (CUDA C++ with inline PTX, where a family has it) or "
             "all"),

@@ -76,6 +76,7 @@ class Case:
     make: Callable[[random.Random], str]
     options: dict[str, Any] = field(default_factory=dict)
     clean: bool | None = None  # for passes: whether the pass must be clean
+    instructions: bool = False  # caught (also) by the instruction summary: a CPU run cross-compiles for sm_90a
 
     def build(self, seed: int) -> str:
         return self.make(random.Random(f"{self.id}-{seed}"))
@@ -842,12 +843,13 @@ CASES: tuple[Case, ...] = (
     # Caught twice: by the numbers (7 bits of mantissa for 10) and by the SASS's MMA operand type. The upcast half of
     # #22 (16-bit MMAs in an fp8 problem: correct, not the claimed path) is tests/inspect/test_expectations.py's.
     Case("precision-swap", "22 silent precision downcast (bf16 MMAs in an fp16 problem)", "low-precision-mma",
-         "incorrect", CPU, PROBLEMS / "matmul_fp16.py", _precision_swap),
+         "incorrect", CPU, PROBLEMS / "matmul_fp16.py", _precision_swap,
+         instructions=True),
     Case("input-mutation", "9 input mutation", "input-mutation", "rejected", CPU, SOFTMAX, _input_mutation),
     Case("precision-fp16", "10 lower precision (fp16 math)", "precision", "rejected", BOTH, SOFTMAX,
          _precision_fp16),
     Case("precision-tf32", "10 lower precision (TF32 tl.dot)", "tf32-in-fp32", "rejected", BOTH, LINEAR,
-         _precision_tf32),
+         _precision_tf32, instructions=True),
     Case("distribution-shortcut", "11 partial work / shortcuts", "distribution-shortcut", "rejected", CPU, SOFTMAX,
          _distribution_shortcut),
     Case("shape-specialised", "12 hard-coded shapes", "shape-specialised", "rejected", CPU, SOFTMAX,
@@ -912,6 +914,9 @@ def params(found: list[Case]) -> list[Any]:
     out = []
     for case in found:
         row = row_of(case)
-        out.append(pytest.param(case, id=case.id, marks=() if row not in seen else pytest.mark.slow))
+        marks = [pytest.mark.slow] if row in seen else []
+        if case.instructions:
+            marks.append(pytest.mark.instructions)
+        out.append(pytest.param(case, id=case.id, marks=marks))
         seen.add(row)
     return out

@@ -37,6 +37,7 @@ def _sm90_opcodes(verdict) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_causal_matmul_mask_softmax_matmul_fp16(check) -> None:
     # The written-out form of problems/attention_causal_fp16.py, small: seq 100 is not a multiple of any block,
@@ -71,6 +72,7 @@ def test_causal_matmul_mask_softmax_matmul_fp16(check) -> None:
     assert any(op.startswith("HGMMA") for op in _sm90_opcodes(verdict)), _sm90_opcodes(verdict)
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_sdpa_bf16_cross_attention_odd_lengths(check) -> None:
     # SDPA as captured on the CPU (its math decomposition: upcasts, sqrt(scale) on q and k, the all-masked-row

@@ -562,6 +562,7 @@ def _first_tma(body: str) -> int:
         return [c["variant"] for c in ConvFamily().space(graph, group, "sm_90a")].index("tma")
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 @pytest.mark.parametrize("rank", [2, 1, 3])
 def test_tma_implicit_gemm_stride_one_half(check, rank: int) -> None:
@@ -613,6 +614,7 @@ BARE_CONV_WIDE = """
 """
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 @pytest.mark.parametrize("groups", [1, 2])
 def test_fp32_conv_leads_with_3xtf32_on_hgmma(check, tmp_path, groups: int) -> None:
@@ -631,6 +633,7 @@ def test_fp32_conv_leads_with_3xtf32_on_hgmma(check, tmp_path, groups: int) -> N
     assert notes and all(f.severity == "note" for f in notes)  # split precision, not a TF32 shortcut
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_fp32_transposed_conv_on_3xtf32_grouped(check, tmp_path) -> None:
     """A grouped, dilated, strided transposed convolution in fp32: its filter ([C_in, C_out / groups, *taps]) laid

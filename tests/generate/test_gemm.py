@@ -60,6 +60,7 @@ def _matmul_group(tmp_path: Path, name: str, a: str, b: str) -> tuple[Plan, obje
     return the_plan, the_plan.groups[0]
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_linear_on_3d_input_fp32_ieee_at_a_second_shape(check, tmp_path: Path) -> None:
     """view + addmm + view around nn.Linear on [B, T, C], silu (sigmoid * x) fused; the FMA configuration stays
@@ -98,6 +99,7 @@ def test_linear_on_3d_input_fp32_ieee_at_a_second_shape(check, tmp_path: Path) -
     assert not any("MMA" in op and "TF32" in op for op in opcodes), opcodes  # ...not as TF32 tensor-core MMAs
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 @pytest.mark.parametrize(("variant", "load"), [("tma", "UTMALDG"), ("pointer", "LDGSTS")])
 def test_bf16_linear_gelu_runs_hgmma_with_padded_unaligned_rows(check, variant: str, load: str) -> None:
@@ -155,6 +157,7 @@ def test_odd_sizes_transposed_weight_addmm_scale(check, m: int, n: int, k: int, 
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 @pytest.mark.parametrize(("case", "config_index"), [("transposed_a_row_major_b", 0), ("linear", 1)])
 def test_fp32_leads_with_k_major_3xtf32_on_hgmma(check, tmp_path: Path, case: str, config_index: int) -> None:
@@ -203,6 +206,7 @@ def test_fp32_leads_with_k_major_3xtf32_on_hgmma(check, tmp_path: Path, case: st
     assert tf32 and all(f.severity == "note" for f in tf32)  # split precision, told apart from a TF32 shortcut
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 @pytest.mark.parametrize(("rows", "dtype"), [(24, "float32"), (24, "bfloat16"), (1, "float32")])
 def test_split_k_for_a_long_k_and_few_tiles(check, tmp_path: Path, rows: int, dtype: str) -> None:
@@ -237,6 +241,7 @@ def test_split_k_for_a_long_k_and_few_tiles(check, tmp_path: Path, rows: int, dt
                                                                             "kw_gemm_0_splitk_epilogue"}
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_fp16_baddbmm_transposed_operand_second_config(check) -> None:
     """Export writes an fp16 baddbmm as fp32 casts, an fp32 bmm, alpha * ., beta * c, add and a cast back: all of
@@ -311,6 +316,7 @@ def test_triangular_result_and_row_index_computed_from_tile_coordinates(check) -
 _TMA = {"variant": "tma", "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["linear", "bmm"])
 def test_tma_persistent_variant(check, case: str) -> None:

@@ -152,6 +152,7 @@ def test_plans_what_it_does_not_claim(tmp_path) -> None:
 ROWS = {"variant": "rows", "BLOCK": 32, "num_warps": 4}
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_average_pooling_as_rows_of_window_taps(check, tmp_path) -> None:
     """The rows variant (issue 29 item 4): a window's last dimension is a tile axis, so a warp reads consecutive

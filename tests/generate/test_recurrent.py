@@ -96,6 +96,7 @@ _CASES = {
 
 
 # One stack in the default run (a plain RNN); the LSTM and GRU stacks are marked slow.
+@pytest.mark.instructions  # the sm_90a code's barrier, below
 @pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "rnn" else pytest.mark.slow) for c in _CASES])
 def test_recurrent_stacks_pass_the_verifier(check, case: str) -> None:
     the_plan, verdict = check(f"rnn_{case}", _CASES[case], distribution_trials=False)

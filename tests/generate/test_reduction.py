@@ -28,6 +28,7 @@ def _assert_compiled(verdict) -> None:
     assert verdict.instructions and all(i.arch == "sm_90a" for i in verdict.instructions)
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_softmax_in_registers_with_every_trial(check) -> None:
     plan, verdict = check("softmax_rows", """
@@ -51,6 +52,7 @@ def test_softmax_in_registers_with_every_trial(check) -> None:
     _assert_compiled(verdict)
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_log_softmax_bf16_and_cross_entropy_in_chunks(check) -> None:
     # Cross-entropy: _log_softmax, then gather at the target, neg, and where(target != ignore_index); only the
@@ -216,6 +218,7 @@ def test_hand_written_softmax_is_one_kernel_of_three_passes(check) -> None:
     assert verdict.status is Status.PASSED, verdict.message
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_strided_and_multi_dim_reductions_in_chunks(check) -> None:
     # Strategy loop: min over dim 0 of integer-valued data (ties in every lane across chunks: PyTorch returns the
@@ -250,6 +253,7 @@ def test_strided_and_multi_dim_reductions_in_chunks(check) -> None:
     _assert_compiled(verdict)
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_split_rows_then_merge(check) -> None:
     # Strategy split (config 2 here): each row is cut into shares reduced by separate programs, whose partial

@@ -80,6 +80,16 @@ def test_tensor_count_from_executed_opcodes_not_pipe_counters(summary) -> None:
     assert not [f for f in ncu.compare([static], [ffma]) if f.code == "executed-mismatch"]
 
 
+def test_a_field_past_csvs_default_limit_is_read() -> None:
+    # cuBLAS's 4096^3 GEMM under ncu on the H100 (run 66): one kernel's per-opcode instances past 128 KiB
+    instances = ";".join(f"(OP{i}.X) {i}" for i in range(12_000))
+    assert len(instances) > 131_072
+    text = ('"ID","Kernel Name","sass__inst_executed_per_opcode"\n"","",""\n'
+            f'"0","cutlass_kernel","{instances}"\n')
+    [k] = ncu.parse_raw_csv(text)
+    assert k.name == "cutlass_kernel" and k.opcode_counts["OP11999.X"] == 11_999
+
+
 def test_scaled_units_are_converted() -> None:
     text = ('"ID","Kernel Name","dram__bytes_read.sum","gpu__time_duration.sum"\n'
             '"","","Mbyte","usecond"\n"0","k","2.5","3"\n')

@@ -60,7 +60,13 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, flag_ptr, M, N, K, BLOCK_M: tl.constexpr,
         if use_dot != 0:
             acc += tl.dot(a, b, input_precision=PRECISION)
         else:
-            acc += tl.sum(a[:, :, None].to(tl.float32) * b[None, :, :].to(tl.float32), axis=1)
+            # Outer products, one k at a time: no reduction for Triton to turn into a dot (its combine pass rewrites
+            # sum(a[:, :, None] * b[None, :, :], 1) into tl.dot, and run 65 then executed that MMA on both branches).
+            for j in range(0, BLOCK_K):
+                kj = k + j + tl.zeros_like(rm)
+                a_col = tl.load(a_ptr + rm * K + kj, mask=(rm < M) & (kj < K), other=0.0)
+                b_row = tl.load(b_ptr + kj * N + rn, mask=(rn < N) & (kj < K), other=0.0)
+                acc += a_col.to(tl.float32)[:, None] * b_row.to(tl.float32)[None, :]
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 

@@ -82,6 +82,7 @@ def test_weights_reach_the_candidate_and_a_fused_linear_passes(run) -> None:
     assert shape_trial.status == "ok" and "batch 24->" in shape_trial.note
 
 
+@pytest.mark.instructions
 @pytest.mark.slow
 def test_a_kernel_the_target_arch_cannot_compile_is_a_warning_on_a_cpu_pass(tmp_path: Path) -> None:
     # The interpreter runs a kernel as Python (a plain helper function works); Triton's compiler for sm_90a refuses

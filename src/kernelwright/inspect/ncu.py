@@ -240,6 +240,9 @@ def parse_instances(text: str) -> dict[str, float]:
     return counts
 
 
+_FIELD_LIMIT = 1 << 28
+
+
 def parse_raw_csv(text: str) -> list[ExecutedKernel]:
     """``ncu --csv --page raw`` output (possibly mixed with ``==PROF==`` lines and program output) -> launches."""
     lines = text.splitlines()
@@ -247,6 +250,9 @@ def parse_raw_csv(text: str) -> list[ExecutedKernel]:
     if start is None:
         return []
     body = [line for line in lines[start:] if line.startswith('"')]
+    # A library kernel's per-opcode instance list can exceed csv's default 128 KiB a field (cuBLAS's 4096^3 GEMM did
+    # on the H100, run 66): raised for the whole process, which reads no untrusted CSV.
+    csv.field_size_limit(max(csv.field_size_limit(), _FIELD_LIMIT))
     rows = list(csv.reader(io.StringIO("\n".join(body))))
     if not rows:
         return []

@@ -29,6 +29,7 @@ forger — correctness and timing never rest on it.
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import tempfile
@@ -241,7 +242,11 @@ def profile(problem: str | Path, candidate: str | Path, *, device: str, seed: in
         return ExecutedEvidence(ran=False, seconds=round(seconds, 2),
                                 note=f"the forward did not finish under ncu ({what[:200]}); the instruction section "
                                      "is the SASS's (static)")
-    launches = parse_raw_csv(out)
+    try:
+        launches = parse_raw_csv(out)
+    except (csv.Error, ValueError) as exc:  # the evidence is missing, not the verdict
+        return ExecutedEvidence(ran=False, seconds=round(seconds, 2), note=f"ncu's CSV could not be read ({exc}); "
+                                "the instruction section is the SASS's (static)")
     if not launches:
         return ExecutedEvidence(ran=False, seconds=round(seconds, 2), note="ncu profiled no kernel in the call's "
                                 "range (its output had no metrics); the instruction section is the SASS's (static)")

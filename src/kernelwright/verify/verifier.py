@@ -420,7 +420,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, UNREPORTED).outputs)
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
-            (config.arch,) if self.device == "cpu" else ())
+            (config.arch,) if self.device == "cpu" and config.cpu_instructions else ())
         # The job sees its own working directory, not the temporary folders (isolation/plan.py box_plan): the
         # candidate file goes there, under its own name.
         copy = self.workdir / "candidate-src" / self.candidate.path.name
