@@ -122,3 +122,17 @@ def test_without_the_zygote_setting_every_job_is_a_fresh_interpreter(tmp_path: P
     with config.scope(job_zygote=False):
         run = _probe(_problem(tmp_path, "plain"), tmp_path / "w")
     assert run.finished and not run.forked
+
+
+@pytest.mark.slow
+def test_a_gpu_zygote_serves_before_inductor_and_imports_it_while_idle(fresh_zygotes) -> None:
+    """What only the compile baselines need (Inductor, some 4 s) is imported after the zygote says it serves, so the
+    first job asked for (a verify's reference) does not wait for it (run 66: 10 s of imports before the first fork)."""
+    env = scrubbed_environment(job_environment("cuda"))
+    assert env.get("TRITON_INTERPRET", "0") in ("", "0") and env.get("CUDA_VISIBLE_DEVICES") != ""
+    warm = zygote.zygote_for(env)
+    assert warm.wait_ready(), warm.error
+    deadline = time.monotonic() + 120
+    while "torch._inductor.compile_fx" not in warm.warmed and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert warm.warmed["torch._inductor.compile_fx"] > warm.ready_s

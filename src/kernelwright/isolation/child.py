@@ -104,7 +104,14 @@ def _warm_up(job: str) -> None:
     _resolve(job)
     from kernelwright.runtime.interpreter import interpret_requested
 
-    if not interpret_requested() and os.environ.get("CUDA_VISIBLE_DEVICES", None) != "":
+    gpu = not interpret_requested() and os.environ.get("CUDA_VISIBLE_DEVICES", None) != ""
+    if gpu:
+        import importlib
+
+        for name in spec_class(job).warm:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+    if gpu:
         with contextlib.suppress(Exception):
             if torch.cuda.is_available():
                 torch.empty(1, device="cuda")  # the context: some 0.5-1 s of a job's start

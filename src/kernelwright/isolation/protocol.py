@@ -212,6 +212,9 @@ class JobSpec(Record):
     # The job runs code no one vouches for (a candidate): its box shows the kernelwright cache read-only, hides the
     # temporary folders (other verifies' files), and gives it caches of its own (isolation/process.py).
     untrusted: ClassVar[bool] = False
+    # Modules a process started ahead of its job imports while it waits for the spec (child._warm_up), beyond the
+    # job's own module: what the zygote may not have imported yet when it forked the job.
+    warm: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -64,30 +64,24 @@ _WARM = ("numpy", "torch", "torch._dynamo", "torch.utils.flop_counter", "torch.p
          "kernelwright.inspect.cuda_compile", "kernelwright.verify.compare", "kernelwright.verify.sparse",
          "kernelwright.verify.inputs",
          "kernelwright.hardware.gpu_lock", "kernelwright.runtime.interpreter")
-_WARM_GPU = ("torch._inductor.compile_fx",)  # the torch.compile baselines (GPU only): some 4 s
+# Imported once the zygote serves, while no job is asked for: what only some jobs need. On the H100 (run 66) the
+# zygote's imports took 9.7-10.4 s with Inductor among them, and a CLI verify's reference job, the first asked for,
+# waited for all of it (its own work: 0.7 s). A job forked before these are in imports them itself.
+_LATER_GPU = ("torch._inductor.compile_fx",)  # the torch.compile baselines (GPU only): some 4 s
 
 
-def _warm_up() -> None:
-    """What every job needs, imported once: torch, Triton, NumPy, the job registry, every job's module and what
-    they import on the way (:data:`_WARM`); never CUDA itself, nor any torch computation (whose thread pools a
-    fork would not copy)."""
-    import importlib
+def _gpu_setting() -> bool:
+    return os.environ.get("CUDA_VISIBLE_DEVICES") != "" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
 
-    gpu = os.environ.get("CUDA_VISIBLE_DEVICES") != "" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+
+@contextlib.contextmanager
+def _without_cuda_init() -> Iterator[None]:
     # torch.cuda.is_available() asked during an import would initialise the driver (cuInit), which a fork cannot
     # carry; NVML answers the same question without it.
     before = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     try:
-        for name in (*_WARM, *(_WARM_GPU if gpu else ())):
-            with contextlib.suppress(Exception):  # a module that fails to import fails its job the same way
-                importlib.import_module(name)
-        from kernelwright.isolation import child
-        from kernelwright.isolation.protocol import jobs
-
-        for job in jobs():
-            with contextlib.suppress(Exception):
-                child._resolve(job)
+        yield
     finally:
         if before is None:
             os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
@@ -97,6 +91,37 @@ def _warm_up() -> None:
 
     if torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised while warming up: a forked job could not use it")
+
+
+def _import(name: str, took: dict[str, float]) -> None:
+    import importlib
+
+    started = time.perf_counter()
+    with contextlib.suppress(Exception):  # a module that fails to import fails its job the same way
+        importlib.import_module(name)
+    took[name] = round(time.perf_counter() - started, 2)
+
+
+def _warm_up(took: dict[str, float]) -> None:
+    """What every job needs, imported once: torch, Triton, NumPy, the job registry, every job's module and what
+    they import on the way (:data:`_WARM`); never CUDA itself, nor any torch computation (whose thread pools a
+    fork would not copy). ``took``: seconds per module, in the order imported."""
+    with _without_cuda_init():
+        for name in _WARM:
+            _import(name, took)
+        from kernelwright.isolation import child
+        from kernelwright.isolation.protocol import jobs
+
+        started = time.perf_counter()
+        for job in jobs():
+            with contextlib.suppress(Exception):
+                child._resolve(job)
+        took["the jobs' modules"] = round(time.perf_counter() - started, 2)
+
+
+def _warm_later(name: str, took: dict[str, float]) -> None:
+    with _without_cuda_init():
+        _import(name, took)
 
 
 def _own_fds() -> set[int]:
@@ -160,6 +185,11 @@ def _name_process(name: str) -> None:
         ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # PR_SET_NAME
 
 
+def _slowest(took: dict[str, float], n: int = 4) -> str:
+    top = sorted(took.items(), key=lambda kv: -kv[1])[:n]
+    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in top)
+
+
 def _reap(running: dict[int, int], events: int) -> None:
     while running:
         try:
@@ -183,11 +213,13 @@ def serve(request_fd: int, events_fd: int) -> NoReturn:
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no job traces us or reads our memory
     sock = socket.socket(fileno=request_fd)
     start_dir = os.getcwd()  # an empty folder of our own (`python -m` puts it first on sys.path)
+    took: dict[str, float] = {}
     try:
-        _warm_up()
+        _warm_up(took)
     except BaseException as exc:  # noqa: BLE001
         os.write(events_fd, f"failed {type(exc).__name__}: {exc}\n".replace("\n", " ").encode() + b"\n")
         os._exit(1)
+    later = list(_LATER_GPU if _gpu_setting() else ())
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -195,9 +227,17 @@ def serve(request_fd: int, events_fd: int) -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     library_fds = _own_fds() - {request_fd, events_fd, wake_r, wake_w}
     running: dict[int, int] = {}
-    os.write(events_fd, f"ready {os.getpid()}\n".encode())
+    os.write(events_fd, f"ready {os.getpid()} {_slowest(took)}\n".encode())
     while True:
-        ready, _, _ = select.select([sock, wake_r], [], [], 0.5)
+        # Nothing asked for: the next later import; else wait for a request (and look at the parent now and then).
+        ready, _, _ = select.select([sock, wake_r], [], [], 0.0 if later else 0.5)
+        if later and not ready:
+            name = later.pop(0)
+            with contextlib.suppress(BaseException):
+                _warm_later(name, took)
+            os.write(events_fd, f"warmed {name} {took.get(name, 0.0):.2f}\n".encode())
+            library_fds = _own_fds() - {request_fd, events_fd, wake_r, wake_w}
+            continue
         if os.getppid() != parent:
             os._exit(0)  # the parent is gone; its jobs' keepers see us go and end their boxes
         if wake_r in ready:
@@ -287,6 +327,7 @@ class Zygote:
         self.error = ""
         self.started = time.monotonic()
         self.ready_s: float | None = None
+        self.warmed: dict[str, float] = {}  # a module imported once it served -> when that import ended (s from start)
         threading.Thread(target=self._read_events, name="kernelwright-zygote-events", daemon=True).start()
 
     def _read_events(self) -> None:
@@ -304,8 +345,13 @@ class Zygote:
                 words = line.decode("utf-8", "replace").split(" ", 2)
                 if words[0] == "ready":
                     self.ready_s = time.monotonic() - self.started
-                    log.info("the zygote (pid %s) serves: its imports took %.2f s", self.proc.pid, self.ready_s)
+                    slowest = words[2] if len(words) == 3 else ""
+                    log.info("the zygote (pid %s) serves: its imports took %.2f s%s", self.proc.pid, self.ready_s,
+                             f" (slowest: {slowest})" if slowest else "")
                     self._ready.set()
+                elif words[0] == "warmed" and len(words) == 3:
+                    self.warmed[words[1]] = time.monotonic() - self.started
+                    log.info("the zygote (pid %s) imported %s while idle (%s s)", self.proc.pid, words[1], words[2])
                 elif words[0] == "failed":
                     self.error = line.decode("utf-8", "replace")
                 elif words[0] == "exit" and len(words) == 3:

@@ -31,6 +31,7 @@ class BaselineSpec(JobSpec):
     job: ClassVar[str] = "baseline"
     reports: ClassVar[tuple[type[Report], ...]] = (BaselineResult, Ceilings)
     runs: ClassVar[str] = "kernelwright.verify.baseline:run_baseline_job"
+    warm: ClassVar[tuple[str, ...]] = ("torch._inductor.compile_fx",)  # torch.compile's baselines: some 4 s
 
     problem: str
     device: str
