@@ -24,9 +24,12 @@ def test_credentials_are_removed_and_the_rest_kept(monkeypatch: pytest.MonkeyPat
 
 
 def test_processes_left_behind_are_reported_and_killed(tmp_path: Path) -> None:
-    marker = tmp_path / "still-running"
+    marker, go = tmp_path / "still-running", tmp_path / "go"
     sleeper = tmp_path / "sleeper.py"
-    sleeper.write_text(f"import pathlib, time\ntime.sleep(3)\npathlib.Path({str(marker)!r}).write_text('alive')\n")
+    # Alive until the test says go (or a minute passes), then it leaves a mark: killed with its job, it leaves none.
+    sleeper.write_text(f"import pathlib, time\ngo = pathlib.Path({str(go)!r})\n"
+                       "for _ in range(1200):\n    if go.exists():\n        break\n    time.sleep(0.05)\n"
+                       f"pathlib.Path({str(marker)!r}).write_text('alive')\n")
     problem = tmp_path / "lingering_problem.py"
     problem.write_text(
         "import subprocess, sys\n"
@@ -44,7 +47,8 @@ def test_processes_left_behind_are_reported_and_killed(tmp_path: Path) -> None:
     assert run.finished and run.leftover_processes
     import time
 
-    time.sleep(4)
+    go.write_text("")
+    time.sleep(1.0)  # twenty times the sleeper's poll
     assert not marker.exists()  # the whole process group was killed
 
 
