@@ -94,6 +94,13 @@ def _resolve(job: str) -> Callable[[JobSpec, Channel], None]:
     return getattr(module, attr)
 
 
+def gpu_setting() -> bool:
+    """Whether jobs of this environment run on a GPU: not Triton's interpreter, and a GPU not hidden."""
+    from kernelwright.runtime.interpreter import interpret_requested
+
+    return not interpret_requested() and os.environ.get("CUDA_VISIBLE_DEVICES", None) != ""
+
+
 def _warm_up(job: str) -> None:
     """What every job of this kind needs before its spec arrives, done while the parent is busy elsewhere: torch
     (and Triton) imported, the job's own module imported, and where a GPU is visible its CUDA context opened."""
@@ -102,16 +109,12 @@ def _warm_up(job: str) -> None:
     with contextlib.suppress(Exception):
         import triton  # noqa: F401 - the candidate's and the tuner's kernels compile with it
     _resolve(job)
-    from kernelwright.runtime.interpreter import interpret_requested
-
-    gpu = not interpret_requested() and os.environ.get("CUDA_VISIBLE_DEVICES", None) != ""
-    if gpu:
+    if gpu_setting():
         import importlib
 
         for name in spec_class(job).warm:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
-    if gpu:
         with contextlib.suppress(Exception):
             if torch.cuda.is_available():
                 torch.empty(1, device="cuda")  # the context: some 0.5-1 s of a job's start

@@ -64,14 +64,6 @@ _WARM = ("numpy", "torch", "torch._dynamo", "torch.utils.flop_counter", "torch.p
          "kernelwright.inspect.cuda_compile", "kernelwright.verify.compare", "kernelwright.verify.sparse",
          "kernelwright.verify.inputs",
          "kernelwright.hardware.gpu_lock", "kernelwright.runtime.interpreter")
-# Imported once the zygote serves, while no job is asked for: what only some jobs need. On the H100 (run 66) the
-# zygote's imports took 9.7-10.4 s with Inductor among them, and a CLI verify's reference job, the first asked for,
-# waited for all of it (its own work: 0.7 s). A job forked before these are in imports them itself.
-_LATER_GPU = ("torch._inductor.compile_fx",)  # the torch.compile baselines (GPU only): some 4 s
-
-
-def _gpu_setting() -> bool:
-    return os.environ.get("CUDA_VISIBLE_DEVICES") != "" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
 
 
 @contextlib.contextmanager
@@ -219,7 +211,14 @@ def serve(request_fd: int, events_fd: int) -> NoReturn:
     except BaseException as exc:  # noqa: BLE001
         os.write(events_fd, f"failed {type(exc).__name__}: {exc}\n".replace("\n", " ").encode() + b"\n")
         os._exit(1)
-    later = list(_LATER_GPU if _gpu_setting() else ())
+    # Imported once the zygote serves, while no job is asked for: what only some jobs need, as their specs name it
+    # (`warm`: Inductor for the torch.compile baselines, some 4 s). On the H100 (run 66) the zygote's imports took
+    # 9.7-10.4 s with Inductor among them, and a CLI verify's reference job, the first asked for, waited for all of
+    # it (its own work: 0.7 s). A job forked before these are in imports them itself.
+    from kernelwright.isolation.child import gpu_setting
+    from kernelwright.isolation.protocol import jobs
+
+    later = sorted({name for spec in jobs().values() for name in spec.warm}) if gpu_setting() else []
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
