@@ -81,6 +81,22 @@ print("THREADS", sorted(t.name for t in threading.enumerate()), flush=True)
     assert "first-job-thread" not in out, out
 
 
+def test_jobs_whose_environments_differ_only_in_per_job_variables_share_a_zygote(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest names the running test in the environment (PYTEST_CURRENT_TEST): in the zygote's key it warmed a
+    zygote for every test. The job still gets its own value; any other variable is another setting."""
+    problem = _problem(tmp_path, "env", top="import os\nprint('NAMED', os.environ.get('PYTEST_CURRENT_TEST'))")
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "the first test")
+    first = _probe(problem, tmp_path / "w1")
+    warm = _cpu_zygote()
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "the second test")
+    second = _probe(problem, tmp_path / "w2")
+    assert first.forked and second.forked and _cpu_zygote() is warm
+    assert "NAMED the first test" in first.stdout_tail and "NAMED the second test" in second.stdout_tail
+    env = scrubbed_environment(job_environment("cpu"))
+    assert zygote.zygote_key(env) != zygote.zygote_key({**env, "KERNELWRIGHT_SOME_SETTING": "1"})
+
+
 def test_a_killed_zygote_is_replaced_and_the_next_job_still_forks(tmp_path: Path, fresh_zygotes: None) -> None:
     problem = _problem(tmp_path, "plain")
     assert _probe(problem, tmp_path / "w1").forked

@@ -44,7 +44,9 @@ from typing import IO, Any, NoReturn
 log = logging.getLogger(__name__)
 
 # Per-job variables, read where they are used (not at import): jobs that differ only in these share a zygote.
-PER_JOB = frozenset({"TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR", "KERNELWRIGHT_CACHE_DIR"})
+# PYTEST_CURRENT_TEST is pytest's name of the running test: with it in the key every test warmed its own zygote.
+PER_JOB = frozenset({"TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR", "KERNELWRIGHT_CACHE_DIR",
+                     "PYTEST_CURRENT_TEST"})
 _MAX_ZYGOTES = 4  # interpreter settings kept warm at once (a CPU and a GPU one in practice); the oldest goes
 _READY_TIMEOUT_S = 180.0  # imports on a loaded machine
 _MAX_MESSAGE = 1 << 20
