@@ -43,6 +43,18 @@ def test_folders_on_one_file_system_add_up(tmp_path, monkeypatch):
         reference._check_scratch({shared: 2 * GIB, private: 2 * GIB}, trials_left=2)
 
 
+def test_the_candidates_output_files_count_once_beside_every_trial(tmp_path, monkeypatch):
+    """A checked call's outputs and a timed set's land in the same verify folder while the reference's files are
+    all there: 10 trials of 2 GB fit 24 GB, not with 16 output files of 0.5 GB besides."""
+    shared, private = tmp_path / "shared", tmp_path / "private"
+    shared.mkdir(), private.mkdir()
+    _free(monkeypatch, 24)
+    reference._check_scratch({shared: GIB, private: GIB}, trials_left=10, later={shared: 0})
+    with pytest.raises(JobFailure) as caught:
+        reference._check_scratch({shared: GIB, private: GIB}, trials_left=10, later={shared: 8 * GIB})
+    assert "~8.0 GB for the candidate's outputs" in caught.value.message and "~28.0 GB" in caught.value.message
+
+
 def test_bytes_count_tensors_only():
     assert reference._nbytes([torch.zeros(4, dtype=torch.float64), 3, "x", torch.zeros(2, dtype=torch.float16)]) == 36
     assert reference._nbytes(None) == 0

@@ -72,3 +72,4 @@ class ReferenceSpec(JobSpec):
     count_work: bool = True  # FLOPs and bytes for the roofline
     aliasing: bool = True  # whether the problem's outputs alias or change its inputs
     alone: bool = False  # the GPU lock held exclusively for the whole job (a re-run after running out of memory)
+    candidate_outputs: int = 0  # output files the candidate's job writes afterwards (counted in the scratch check)

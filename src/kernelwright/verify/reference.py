@@ -200,24 +200,26 @@ def _free_bytes(path: Path) -> int:
     return free
 
 
-def _check_scratch(per_trial: dict[Path, int], trials_left: int) -> None:
+def _check_scratch(per_trial: dict[Path, int], trials_left: int, later: dict[Path, int] | None = None) -> None:
     """Stop with a one-line error, before writing, where the remaining trials' files cannot fit their file system:
     a full tmpfs (/dev/shm) is memory, and filling it gets the whole verify killed by the OOM killer with no message
     (a level-1 problem with a 7.5 GB input needs ~300 GB for its ten trials). ``per_trial``: bytes one trial writes
-    into each folder."""
-    by_fs: dict[int, tuple[Path, int]] = {}
-    for directory, nbytes in per_trial.items():  # shared and private share a file system unless a mount splits them
+    into each folder; ``later``: bytes written there after this job, beside all of them (the candidate's output
+    files, one a checked call and one a timed input set, in the verify's folder beside the shared one)."""
+    by_fs: dict[int, tuple[Path, int, int]] = {}
+    for directory in {**per_trial, **(later or {})}:  # one file system unless a mount splits the folders
         fs = os.stat(directory).st_dev
-        first, total = by_fs.get(fs, (directory, 0))
-        by_fs[fs] = (first, total + nbytes)
+        first, total, after = by_fs.get(fs, (directory, 0, 0))
+        by_fs[fs] = (first, total + per_trial.get(directory, 0), after + (later or {}).get(directory, 0))
     gib = 1 << 30
-    for directory, nbytes in by_fs.values():
-        wanted, free = nbytes * trials_left, _free_bytes(directory)
+    for directory, nbytes, after in by_fs.values():
+        wanted, free = nbytes * trials_left + after, _free_bytes(directory)
         if wanted + SCRATCH_MARGIN > free:
+            outputs = f" and ~{after / gib:.1f} GB for the candidate's outputs" if after else ""
             raise JobFailure(
                 "runtime_error", "scratch-space",
-                f"the reference's {trials_left} remaining trial(s) need ~{wanted / gib:.1f} GB of scratch files "
-                f"({nbytes / gib:.1f} GB a trial: inputs and the native and float64 answers) and {directory.parent} "
+                f"the reference's {trials_left} remaining trial(s){outputs} need ~{wanted / gib:.1f} GB of scratch "
+                f"files ({nbytes / gib:.1f} GB a trial: inputs and the native and float64 answers) and {directory.parent} "
                 f"has {free / gib:.1f} GB free{' (memory: a tmpfs)' if _in_memory(directory) else ''}; set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or "
                 "shrink the problem (--size NAME=VALUE)")
 
@@ -291,7 +293,8 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         if trial.index == 0:
             first_inputs, first_outputs = inputs, native
         _check_scratch({shared: _nbytes(inputs), private: _nbytes(native) + _nbytes(ref64)},
-                       sum(1 for t in plan[plan.index(trial):] if t.needs_own_reference))
+                       sum(1 for t in plan[plan.index(trial):] if t.needs_own_reference),
+                       {shared: _nbytes(native) * spec.candidate_outputs})
         host = {"inputs": [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in inputs],
                 "native": [o.detach().cpu() for o in native],
                 "fp64": [o.detach().cpu() for o in ref64] if ref64 is not None else None}

@@ -345,7 +345,8 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         spec = jobs.ReferenceSpec(
             problem=str(self.problem.path), device=self.device, init_seed=self.seed,
             trials=tuple(self.plan), shared_dir=str(self.shared), private_dir=str(self.private),
-            policy=self.opts.policy, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes)
+            policy=self.opts.policy, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes,
+            candidate_outputs=self._candidate_outputs())
         from kernelwright.verify import refcache
 
         key = refcache.key_of(self.problem.sha256, spec.to_json(), installed_torch_version())
@@ -391,6 +392,15 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
             if entry is not None:
                 refcache.CACHE.put(key, entry)
         return self._reference_from(run, refs, ref_state, ref_state64)
+
+    def _candidate_outputs(self) -> int:
+        """The output files a candidate's job writes beside the reference's: a checked call's each, a timed input
+        set's each on a GPU (none where only the baselines are wanted)."""
+        if self.baseline_names is not None:
+            return 0
+        timed = self.device == "cuda" and self.opts.timing
+        randoms = sum(1 for t in self.plan if t.kind == trials.RANDOM)
+        return len(self.plan) + (min(int(config.input_sets), randoms) if timed else 0)
 
     def _reference_from(self, run: ChildRun, refs: dict[int, dict[str, Any]], ref_state: dict[str, Any],
                         ref_state64: dict[str, Any]
