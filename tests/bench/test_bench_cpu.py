@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.cli import main
+from kernelwright.verify.inputs import PROBLEM_MODULE
 
 HERE = Path(__file__).resolve().parents[1]
 SOFTMAX = HERE / "verify" / "problems" / "softmax.py"
@@ -126,7 +127,7 @@ def test_templates_bench_stops_starting_problems_when_the_total_budget_is_spent(
     problems.mkdir()
     # The reference's job imports the problem under its own module name: there the import outlasts the budget,
     # whatever the machine's speed (a whole CPU verify of vector_add now fits in 2 s).
-    slow_reference = ('import time\nif __name__ == "kernelwright_problem":\n    time.sleep(30)\n'
+    slow_reference = (f'import time\nif __name__ == "{PROBLEM_MODULE}":\n    time.sleep(30)\n'
                       + VECTOR_ADD.read_text())
     (problems / "1_vector_add.py").write_text(slow_reference)
     shutil.copy(SOFTMAX, problems / "2_softmax.py")

@@ -206,11 +206,12 @@ def _check_scratch(per_trial: dict[Path, int], trials_left: int, later: dict[Pat
     (a level-1 problem with a 7.5 GB input needs ~300 GB for its ten trials). ``per_trial``: bytes one trial writes
     into each folder; ``later``: bytes written there after this job, beside all of them (the candidate's output
     files, one a checked call and one a timed input set, in the verify's folder beside the shared one)."""
+    later = later or {}
     by_fs: dict[int, tuple[Path, int, int]] = {}
-    for directory in {**per_trial, **(later or {})}:  # one file system unless a mount splits the folders
+    for directory in {**per_trial, **later}:  # one file system unless a mount splits the folders
         fs = os.stat(directory).st_dev
         first, total, after = by_fs.get(fs, (directory, 0, 0))
-        by_fs[fs] = (first, total + per_trial.get(directory, 0), after + (later or {}).get(directory, 0))
+        by_fs[fs] = (first, total + per_trial.get(directory, 0), after + later.get(directory, 0))
     gib = 1 << 30
     for directory, nbytes, after in by_fs.values():
         wanted, free = nbytes * trials_left + after, _free_bytes(directory)
