@@ -217,6 +217,9 @@ KNOBS: dict[str, Setting] = _table(
     Setting("scratch_dir", text, _default_scratch_dir,
             "where the verifier's per-verify files go (default: /dev/shm with 32 GiB free, else the system's "
             "temporary directory; TMPDIR set: that)"),
+    Setting("scratch_limit_gb", number(0), 0.0,
+            "the most GB one verify's files may take in scratch_dir (0: what it has); trials that need more are "
+            "checked in groups that fit"),
     Setting("keep_workdir", boolean, False, "keep the verifier's scratch directories for inspection"),
     Setting("judge_on_device", boolean, True,
             "compare a GPU candidate's outputs with the float64 reference on the GPU (the host took ~10 s for a "

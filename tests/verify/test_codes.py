@@ -32,6 +32,7 @@ PASS_THROUGH = {
     ("verify/verifier.py", "code"): "SPECIAL_TRIAL_CODES, or the `code = ...` of a structural problem",
     ("verify/judging.py", "code"): "SPECIAL_TRIAL_CODES (a special trial's failure)",
     ("verify/verifier.py", "finding.code"): "the candidate job's findings sent over its channel",
+    ("verify/groups.py", "finding.code"): "a later trial group's candidate job's findings sent over its channel",
     ("verify/verifier.py", "note.code"): "the jobs' notes sent over their channels",
     ("verify/verifier.py", "error.code"): "the jobs' errors sent over their channels, from JobFailure",
     ("verify/instructions.py", "f.code"): "the expectations engine's Finding(code=...)",

@@ -46,7 +46,14 @@ from kernelwright.jobs.records import (
     TrialSpec,
     WorkCount,
 )
-from kernelwright.jobs.reference import ReferenceKernels, ReferenceSpec, ReferenceTrial, Semantics, Work
+from kernelwright.jobs.reference import (
+    ReferenceKernels,
+    ReferenceSpec,
+    ReferenceTrial,
+    ScratchNeed,
+    Semantics,
+    Work,
+)
 from kernelwright.jobs.sanitize import PROFILE_RANGE, ProfileSpec, SanitizeRan, SanitizeSpec
 from kernelwright.jobs.tune import Tuned, TuneSpec, TuneStart
 
@@ -56,6 +63,6 @@ __all__ = [
     "MODULES", "BaselineResult", "BaselineSpec", "Binary", "BuildResult", "CandidateSpec", "CandidateTrial", "Ceilings",
     "ChildFinding", "Cubin", "CudaBuild", "DeviceFacts", "ExportProbeResult", "ExportProbeSpec", "KernelRecord",
     "Kernels", "Measurement", "Phase", "ProbeResult", "ProbeSpec", "ProbeVariant", "ReferenceKernels", "ReferenceSpec",
-    "PROFILE_RANGE", "ProfileSpec", "ReferenceTrial", "SanitizeRan", "SanitizeSpec", "Semantics", "TensorInfo", "TimingResult", "TimingSettings", "TrialSpec",
+    "PROFILE_RANGE", "ProfileSpec", "ReferenceTrial", "SanitizeRan", "SanitizeSpec", "ScratchNeed", "Semantics", "TensorInfo", "TimingResult", "TimingSettings", "TrialSpec",
     "TrialStart", "TuneSpec", "TuneStart", "Tuned", "Weights", "Work", "WorkCount",
 ]

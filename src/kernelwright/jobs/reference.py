@@ -55,9 +55,21 @@ class ReferenceKernels(Report):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ScratchNeed(Report):
+    """The scratch space a trial takes, sent where the remaining trials' files cannot all fit (before the
+    ``scratch-space`` error): the parent then checks the trials in groups that do (verify/groups.py)."""
+
+    event: ClassVar[str] = "scratch_need"
+    trial_bytes: int  # one trial's reference files: its inputs and its native and float64 answers
+    output_bytes: int  # one candidate call's output file
+    room_bytes: int  # what the scratch space holds besides what is there, less the margin it keeps
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReferenceSpec(JobSpec):
     job: ClassVar[str] = "reference"
-    reports: ClassVar[tuple[type[Report], ...]] = (DeviceFacts, ReferenceTrial, Work, Semantics, ReferenceKernels)
+    reports: ClassVar[tuple[type[Report], ...]] = (DeviceFacts, ReferenceTrial, Work, Semantics, ReferenceKernels,
+                                                  ScratchNeed)
     runs: ClassVar[str] = "kernelwright.verify.reference:run_reference_job"
 
     problem: str
@@ -73,3 +85,7 @@ class ReferenceSpec(JobSpec):
     aliasing: bool = True  # whether the problem's outputs alias or change its inputs
     alone: bool = False  # the GPU lock held exclusively for the whole job (a re-run after running out of memory)
     candidate_outputs: int = 0  # output files the candidate's job writes afterwards (counted in the scratch check)
+    # The seed whose inputs' shapes the second shape is found from: trial 0's (default: the first trial's).
+    shape_seed: int | None = None
+    scratch_limit: int = 0  # the most bytes the verify's folder may hold (0: what its file system has)
+    held_bytes: int = 0  # bytes of earlier groups' files the parent still holds, counted against scratch_limit

@@ -249,6 +249,8 @@ CATALOGUE: tuple[Code, ...] = (
     Code("executed-unavailable", DIAGNOSTIC, N, "no executed instruction counts for this verdict (no ncu, no "
          "permission to read the counters, the profiled call failed or ran past its limit): the instruction section "
          "is the SASS's (static)"),
+    Code("trial-groups", DIAGNOSTIC, N, "the trials' files could not all fit the scratch space: they were checked "
+         "in groups that fit, each a reference job and a candidate job, its files deleted once judged"),
     Code("rerun-alone", DIAGNOSTIC, N, "a job ran out of memory beside other jobs of a parallel run and ran again "
          "with the device and the host to itself; the second run is the one judged"),
     Code("unknown-device", DIAGNOSTIC, N, "no datasheet peaks for this GPU: no physical floor, so no "

@@ -5,16 +5,23 @@ so that the orchestration reads as the protocol: it uses the verification's plan
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from kernelwright import jobs
+from kernelwright.isolation import protocol
 from kernelwright.isolation.process import ChildRun
+from kernelwright.records import Severity
 from kernelwright.verify import compare, tensors, trials
 from kernelwright.verify.findings import SPECIAL_TRIAL_CODES
 from kernelwright.verify.records import TrialOutcome
 
 UNREPORTED = jobs.ReferenceTrial(index=-1, kind="unreported")  # a trial the reference said nothing of
+
+# Copies and fills: in nearly every program, so not evidence that a candidate re-runs the reference.
+_TRIVIAL_KERNEL = re.compile(r"memcpy|memset|fill|copy|zero|clone|contiguous", re.I)
 
 
 class TrialJudging:
@@ -119,10 +126,53 @@ class TrialJudging:
                         self.judge.add(code, message, trial=index)
         return random_ok and not self.judge.has("output-structure")
 
+    def _judge_kernels(self, run: ChildRun) -> None:
+        listed = run.report(jobs.Kernels)
+        self.kernels: list[jobs.KernelRecord] = list(listed.kernels) if listed else []
+        if listed is None or run.report(protocol.JobError):  # no list at all: evidence-missing says so
+            return
+        self._cross_check_kernels(run)
+        # The very kernel (full signature) the reference's PyTorch ran: a same-named decoy compiled by the candidate
+        # does not make the library's work its own.
+        self.kernels = [replace(k, origin="library", source="cuda")
+                        if k.origin == "own" and k.name in self.reference_kernels else k for k in self.kernels]
+        reference = [n for n in self.reference_kernels if not _TRIVIAL_KERNEL.search(n)]
+        own = [k for k in self.kernels if k.origin == "own"]
+        library = {k.name for k in self.kernels if k.origin != "own"}
+        if own and reference and set(reference) <= library and not self.opts.allow_library_only:
+            self.judge.add("no-own-kernel",
+                           f"the candidate's library calls already run every kernel of the reference "
+                           f"({', '.join(n[:50] for n in reference[:3])}); its own kernel(s) "
+                           f"({', '.join(k.name[:40] for k in own[:3])}) only add to them",
+                           reference_kernels=reference)
+        total = sum(k.device_time_us or 0.0 for k in self.kernels)
+        own_time = sum(k.device_time_us or 0.0 for k in own)
+        if not own and not self.opts.allow_library_only:
+            names = ", ".join(k.name[:60] for k in self.kernels[:4])
+            self.judge.add("no-own-kernel",
+                           f"the candidate launched no kernel of its own, only library work ({names}); "
+                           "pass --allow-library-only to accept that", library=[k.name for k in self.kernels])
+        elif self.trials_without_own and not self.opts.allow_library_only:
+            listed = ", ".join(map(str, self.trials_without_own[:6]))
+            self.judge.add("no-own-kernel",
+                           f"trial(s) {listed} launched no kernel of the candidate's own: on those calls the library "
+                           "did all the work (a fallback taken on some calls)", trials=self.trials_without_own)
+        if own and total and own_time / total < 0.5:
+            self.judge.add("library-share",
+                           f"library kernels take {100 * (1 - own_time / total):.0f}% of the candidate's device time",
+                           Severity.NOTE, own_share=own_time / total)
+        if any(k.streams for k in self.kernels):
+            streams = sorted({s for k in self.kernels for s in k.streams})
+            if len(streams) > 1:
+                self.judge.add("multiple-streams", f"kernels ran on {len(streams)} streams {streams}",
+                               Severity.NOTE, streams=streams)
+
     def _judge_state(self, run: ChildRun) -> bool:
         """The module state the problem's forward changes must be the reference's after the first trial (verify/
         state.py); False, with a ``module-state`` finding, where it is not."""
         weights = run.report(jobs.Weights)
+        if 0 not in self.expected_trials:
+            return True  # a later trial group (verify/groups.py): the first group's job ran trial 0
         if not self.ref_state or weights is None or not weights.source.startswith("copied"):
             return True  # nothing changes, or the candidate's own weights (its state is its own): not comparable
         from kernelwright.verify.state import state_problems
@@ -140,32 +190,41 @@ class TrialJudging:
 
     def _replayed_outputs(self, by_index: dict[int, trials.TrialSpec], refs: dict[int, dict[str, Any]]) -> None:
         """A trial whose output is bit-identical to an earlier trial's output, where the right answers differ, was
-        replayed from a cache (integrity #8)."""
+        replayed from a cache (integrity #8). Across trial groups (verify/groups.py) the earlier groups' digests
+        stand in for their files, which are gone; only this job's trials are accused."""
+        from kernelwright.verify.groups import answer_key
 
         def answer(index: int) -> str:
-            return "|".join(tensors.digest(o) for o in refs.get(index, {}).get("native", []))
+            return answer_key(refs[index]) if index in refs else self.answer_keys.get(index, "")
 
         if not any(o.status == "wrong" for o in self.judge.outcomes.values()):
             return  # only a wrong trial can be a replay: nothing to read back
+        current = set(self.expected_trials)
         seen: dict[str, int] = {}
         for index in sorted(self.judge.outcomes):
             trial = by_index[index]
-            path = self.out / f"out-{index}.pt"
-            if trial.kind == trials.REPOISON or not path.exists():
+            if trial.kind == trials.REPOISON:
                 continue
-            wrong = self.judge.outcomes[index].status == "wrong"
-            try:
-                outputs = tensors.load(path)
-            except Exception:
-                continue
-            # Outputs holding one value throughout (never written: the poison, zeros) repeat without any cache.
-            key = "|".join(tensors.digest(o) for o in outputs if o.numel() > 16 and not tensors.uniform(o))
+            key = self._output_key(index) if index in current else self.output_keys.get(index, "")
             if not key:
                 continue
-            if wrong and key in seen and answer(seen[key]) != answer(index):
+            wrong = self.judge.outcomes[index].status == "wrong"
+            if wrong and index in current and key in seen and answer(seen[key]) != answer(index):
                 self.judge.add("output-caching", _replay_message(trial, seen[key]), trial=index, replayed=seen[key])
             else:
                 seen[key] = index
+
+    def _output_key(self, index: int) -> str:
+        """A digest of a checked call's outputs as its file holds them ("" where there is none or every output
+        holds one value throughout: never written, the poison, zeros repeat without any cache)."""
+        path = self.out / f"out-{index}.pt"
+        if not path.exists():
+            return ""
+        try:
+            outputs = tensors.load(path)
+        except Exception:
+            return ""
+        return "|".join(tensors.digest(o) for o in outputs if o.numel() > 16 and not tensors.uniform(o))
 
     def _judge_timed_outputs(self, timed_trials: tuple[int, ...], refs: dict[int, dict[str, Any]]) -> None:
 

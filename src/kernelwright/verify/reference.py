@@ -9,6 +9,7 @@ that the parent reads and deletes before the candidate starts.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from pathlib import Path
@@ -19,7 +20,15 @@ import torch
 from kernelwright.hardware import gpu_lock
 from kernelwright.isolation.child import Channel, JobFailure
 from kernelwright.isolation.protocol import Note
-from kernelwright.jobs import DeviceFacts, ReferenceKernels, ReferenceSpec, ReferenceTrial, Semantics, Work
+from kernelwright.jobs import (
+    DeviceFacts,
+    ReferenceKernels,
+    ReferenceSpec,
+    ReferenceTrial,
+    ScratchNeed,
+    Semantics,
+    Work,
+)
 from kernelwright.problem import sizes
 from kernelwright.problem.files import import_from_path
 from kernelwright.verify import compare, roofline, runtime, sparse, tensors, trials
@@ -200,12 +209,37 @@ def _free_bytes(path: Path) -> int:
     return free
 
 
-def _check_scratch(per_trial: dict[Path, int], trials_left: int, later: dict[Path, int] | None = None) -> None:
-    """Stop with a one-line error, before writing, where the remaining trials' files cannot fit their file system:
-    a full tmpfs (/dev/shm) is memory, and filling it gets the whole verify killed by the OOM killer with no message
-    (a level-1 problem with a 7.5 GB input needs ~300 GB for its ten trials). ``per_trial``: bytes one trial writes
-    into each folder; ``later``: bytes written there after this job, beside all of them (the candidate's output
-    files, one a checked call and one a timed input set, in the verify's folder beside the shared one)."""
+def _used_bytes(folder: Path) -> int:
+    """The bytes of every file under ``folder`` (a verify's folder: a few dozen files)."""
+    total = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def _room(directory: Path, limit: int = 0, held: int = 0) -> tuple[int, str]:
+    """Room for more files in ``directory`` and what bounds it: its file system's free space (:func:`_free_bytes`)
+    less the margin kept for the candidate's own files, and under a limit on the verify's folder (its parent) what
+    the limit leaves beside the files there and the ``held`` bytes of earlier groups' files the parent still maps."""
+    free = _free_bytes(directory) - SCRATCH_MARGIN
+    where = " (memory: a tmpfs)" if _in_memory(directory) else ""
+    if limit:
+        left = limit - held - _used_bytes(directory.parent)
+        if left < free:
+            free, where = left, f" under scratch_limit_gb {limit / (1 << 30):g}"
+    return max(0, free), where
+
+
+def _scratch_shortfall(per_trial: dict[Path, int], trials_left: int, later: dict[Path, int] | None = None, *,
+                       limit: int = 0, held: int = 0) -> tuple[str, int] | None:
+    """Where the remaining trials' files cannot fit their file system (a full tmpfs, /dev/shm, is memory, and filling
+    it gets the whole verify killed by the OOM killer with no message: a level-1 problem with a 7.5 GB input needs
+    ~300 GB for its ten trials): the one-line message and the room there is, else None. ``per_trial``: bytes one
+    trial writes into each folder; ``later``: bytes written there after this job, beside all of them (the
+    candidate's output files, one a checked call and one a timed input set, in the verify's folder beside the shared
+    one); ``limit``/``held``: :func:`_room`'s."""
     later = later or {}
     by_fs: dict[int, tuple[Path, int, int]] = {}
     for directory in {**per_trial, **later}:  # one file system unless a mount splits the folders
@@ -214,15 +248,23 @@ def _check_scratch(per_trial: dict[Path, int], trials_left: int, later: dict[Pat
         by_fs[fs] = (first, total + per_trial.get(directory, 0), after + later.get(directory, 0))
     gib = 1 << 30
     for directory, nbytes, after in by_fs.values():
-        wanted, free = nbytes * trials_left + after, _free_bytes(directory)
-        if wanted + SCRATCH_MARGIN > free:
+        wanted = nbytes * trials_left + after
+        room, where = _room(directory, limit, held)
+        if wanted > room:
             outputs = f" and ~{after / gib:.1f} GB for the candidate's outputs" if after else ""
-            raise JobFailure(
-                "runtime_error", "scratch-space",
-                f"the reference's {trials_left} remaining trial(s){outputs} need ~{wanted / gib:.1f} GB of scratch "
-                f"files ({nbytes / gib:.1f} GB a trial: inputs and the native and float64 answers) and {directory.parent} "
-                f"has {free / gib:.1f} GB free{' (memory: a tmpfs)' if _in_memory(directory) else ''}; set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or "
-                "shrink the problem (--size NAME=VALUE)")
+            return (f"the reference's {trials_left} remaining trial(s){outputs} need ~{wanted / gib:.1f} GB of scratch "
+                    f"files ({nbytes / gib:.1f} GB a trial: inputs and the native and float64 answers) and "
+                    f"{directory.parent} has room for {room / gib:.1f} GB{where}; set scratch_dir "
+                    "(KERNELWRIGHT_SCRATCH_DIR) to a larger disk or shrink the problem (--size NAME=VALUE)", room)
+    return None
+
+
+def _check_scratch(per_trial: dict[Path, int], trials_left: int, later: dict[Path, int] | None = None, *,
+                   limit: int = 0, held: int = 0) -> None:
+    """:func:`_scratch_shortfall` as a one-line ``scratch-space`` error, raised before anything is written."""
+    short = _scratch_shortfall(per_trial, trials_left, later, limit=limit, held=held)
+    if short:
+        raise JobFailure("runtime_error", "scratch-space", short[0])
 
 
 def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
@@ -257,7 +299,8 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
     base_finite = True
     shape_change: dict[str, int] = {}
     if any(t.kind == trials.SHAPE for t in plan):
-        shape_change = _second_shape(module, dict(spec.size_globals), init_seed, plan[0].seed)
+        shape_seed = spec.shape_seed if spec.shape_seed is not None else plan[0].seed
+        shape_change = _second_shape(module, dict(spec.size_globals), init_seed, shape_seed)
     first_inputs: list[Any] | None = None
     first_outputs: list[torch.Tensor] | None = None
     seeds = {t.index: t.seed for t in plan}
@@ -293,9 +336,14 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
             base_finite = base_finite and _all_finite(native)
         if trial.index == 0:
             first_inputs, first_outputs = inputs, native
-        _check_scratch({shared: _nbytes(inputs), private: _nbytes(native) + _nbytes(ref64)},
-                       sum(1 for t in plan[plan.index(trial):] if t.needs_own_reference),
-                       {shared: _nbytes(native) * spec.candidate_outputs})
+        per_trial = {shared: _nbytes(inputs), private: _nbytes(native) + _nbytes(ref64)}
+        short = _scratch_shortfall(per_trial, sum(1 for t in plan[plan.index(trial):] if t.needs_own_reference),
+                                   {shared: _nbytes(native) * spec.candidate_outputs},
+                                   limit=spec.scratch_limit, held=spec.held_bytes)
+        if short:  # the parent may check the trials in groups that fit (verify/groups.py)
+            channel.send(ScratchNeed(trial_bytes=sum(per_trial.values()), output_bytes=_nbytes(native),
+                                     room_bytes=short[1]))
+            raise JobFailure("runtime_error", "scratch-space", short[0])
         host = {"inputs": [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in inputs],
                 "native": [o.detach().cpu() for o in native],
                 "fp64": [o.detach().cpu() for o in ref64] if ref64 is not None else None}

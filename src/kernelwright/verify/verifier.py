@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import re
 import secrets
 import shutil
 import tempfile
@@ -46,6 +45,7 @@ from kernelwright.verify.findings import (
     Judge,
     headline_rank,
 )
+from kernelwright.verify.groups import GroupedChecking, GroupPlan
 from kernelwright.verify.judging import UNREPORTED, TrialJudging
 from kernelwright.verify.phases import PhaseClock
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
@@ -58,10 +58,6 @@ if TYPE_CHECKING:
     from kernelwright.verify.roofline import Roofline
 
 log = logging.getLogger(__name__)
-
-# Copies and fills: in nearly every program, so not evidence that a candidate re-runs the reference.
-_TRIVIAL_KERNEL = re.compile(r"memcpy|memset|fill|copy|zero|clone|contiguous", re.I)
-
 
 def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | None = None) -> Verdict:
     """Verify ``candidate`` (a KernelBench ``ModelNew`` file) against ``problem`` (a KernelBench problem file)."""
@@ -171,7 +167,7 @@ class _BudgetSpent(Exception):
         self.job = job
 
 
-class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
+class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
     def __init__(self, problem: ProblemFile, candidate: CandidateFile | None, opts: VerifyOptions, device: str, seed: int,
                  factor: float, workdir: Path, base: dict[str, Any]) -> None:
         self.problem, self.candidate, self.opts = problem, candidate, opts
@@ -188,6 +184,10 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         self.timeout = float(opts.timeout_s or config.timeout_s)
         self.plan = trials.plan_trials(seed, opts.trials or config.trials,
                                        distribution=opts.distribution_trials, second_shape=opts.shape_trial)
+        self.job_trials = list(self.plan)  # the trials of the reference's and the candidate's job now running
+        self.groups: GroupPlan | None = None  # where the trials' files could not all fit (verify/groups.py)
+        self.output_keys: dict[int, str] = {}  # digests of earlier groups' outputs and answers (replays across them)
+        self.answer_keys: dict[int, str] = {}
         self.device_facts: dict[str, Any] = {"type": device}
         self.traits: ProblemTraits | None = None
         self.work: Any = None
@@ -258,6 +258,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         names = tuple(dict.fromkeys(names))
         random = [t for t in self.plan if t.kind == trials.RANDOM]
         self.plan = random[:max(1, int(config.input_sets))]
+        self.job_trials = list(self.plan)
         self.baseline_names = names
         self.opts = replace(self.opts, compile_baseline=any(n in COMPILE_MODES for n in names),
                             compile_modes=tuple(n for n in names if n in COMPILE_MODES), reuse_baselines={})
@@ -324,6 +325,10 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         self._notes(cand)
         with self.clock.phase("instructions"):
             instructions = self._instructions(cand)
+        if self.groups and len(self.groups.groups) > 1 and failure is None and judged \
+                and not self._integrity_failed():
+            failure, failed_run, judged = self._later_groups(refs, semantics)
+            cand = failed_run or cand
         if self._sanitize_tools() and failure is None and judged and not self._integrity_failed():
             with self.clock.phase("sanitizer"):
                 self._sanitize()
@@ -341,12 +346,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
 
     # -- reference ----------------------------------------------------------------------------------------------
     def _reference(self) -> tuple[dict[int, dict[str, Any]], dict[int, jobs.ReferenceTrial], jobs.Semantics]:
-        sizes = dict(self.opts.size_overrides or {})
-        spec = jobs.ReferenceSpec(
-            problem=str(self.problem.path), device=self.device, init_seed=self.seed,
-            trials=tuple(self.plan), shared_dir=str(self.shared), private_dir=str(self.private),
-            policy=self.opts.policy, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes,
-            candidate_outputs=self._candidate_outputs())
+        spec = self._reference_spec(self.job_trials)
         from kernelwright.verify import refcache
 
         key = refcache.key_of(self.problem.sha256, spec.to_json(), installed_torch_version())
@@ -359,6 +359,30 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
                            "this run (same problem content, seed, trials, sizes and device)", Severity.NOTE)
             return self._reference_from(run, {i: dict(r) for i, r in reused.refs.items()}, reused.ref_state,
                                         reused.ref_state64)
+        run, refs, ref_state, ref_state64 = self._reference_job(spec)
+        if caching and self.groups is None:
+            # Before any candidate runs: the shared files as the reference wrote them.
+            entry = refcache.make_entry(run, refs, ref_state, ref_state64, self.shared,
+                                        refcache.CACHE.room_bytes())
+            if entry is not None:
+                refcache.CACHE.put(key, entry)
+        return self._reference_from(run, refs, ref_state, ref_state64)
+
+    def _reference_spec(self, job_trials: Sequence[trials.TrialSpec], held: int = 0) -> jobs.ReferenceSpec:
+        sizes = dict(self.opts.size_overrides or {})
+        return jobs.ReferenceSpec(
+            problem=str(self.problem.path), device=self.device, init_seed=self.seed,
+            trials=tuple(job_trials), shared_dir=str(self.shared), private_dir=str(self.private),
+            policy=self.opts.policy, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes,
+            candidate_outputs=self._candidate_outputs(job_trials),
+            shape_seed=self.plan[0].seed if self.groups else None,
+            scratch_limit=int(float(config.scratch_limit_gb) * (1 << 30)), held_bytes=held)
+
+    def _reference_job(self, spec: jobs.ReferenceSpec
+                       ) -> tuple[ChildRun, dict[int, dict[str, Any]], dict[str, Any], dict[str, Any]]:
+        """One reference job, its answers read into this process and deleted from disk; a plan whose files cannot
+        all fit becomes trial groups (verify/groups.py) and the job runs again for the first."""
+        self.private.mkdir(exist_ok=True)
         run = self._run("reference", spec)
         if out_of_memory_beside_others(run):
             self.judge.add("rerun-alone", "the reference's job ran out of memory beside other jobs of this run "
@@ -369,6 +393,13 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         if self.budget_cut == "reference":
             raise _BudgetSpent("reference (cut short)")
         error = run.report(protocol.JobError)
+        need = run.report(jobs.ScratchNeed)
+        if error and error.code == "scratch-space" and need is not None and self.groups is None:
+            self._plan_groups(need)  # a one-line InputError where not even one group fits
+            for folder in (self.shared, self.private):
+                for leftover in folder.glob("*"):
+                    leftover.unlink()
+            return self._reference_job(self._reference_spec(self.job_trials))
         if error and error.status == "problem_error":
             log.info("the problem failed:\n%s", error.detail)
             raise InputError(f"problem {self.problem.path.name}: {error.message}; fix the problem file")
@@ -384,23 +415,23 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         state = self.private / trials.STATE_FILE
         saved = torch.load(state, map_location="cpu", weights_only=True) if state.is_file() else {}
         shutil.rmtree(self.private, ignore_errors=True)  # the answers now live only in this process
-        ref_state, ref_state64 = saved.get("native") or {}, saved.get("fp64") or {}
-        if caching:
-            # Before any candidate runs: the shared files as the reference wrote them.
-            entry = refcache.make_entry(run, refs, ref_state, ref_state64, self.shared,
-                                        refcache.CACHE.room_bytes())
-            if entry is not None:
-                refcache.CACHE.put(key, entry)
-        return self._reference_from(run, refs, ref_state, ref_state64)
+        return run, refs, saved.get("native") or {}, saved.get("fp64") or {}
 
-    def _candidate_outputs(self) -> int:
+    def _candidate_outputs(self, job_trials: Sequence[trials.TrialSpec]) -> int:
         """The output files a candidate's job writes beside the reference's: a checked call's each, a timed input
-        set's each on a GPU (none where only the baselines are wanted)."""
+        set's each on a GPU (none where only the baselines are wanted, no timed sets in a later group)."""
         if self.baseline_names is not None:
             return 0
-        timed = self.device == "cuda" and self.opts.timing
-        randoms = sum(1 for t in self.plan if t.kind == trials.RANDOM)
-        return len(self.plan) + (min(int(config.input_sets), randoms) if timed else 0)
+        timed = self.device == "cuda" and self.opts.timing and job_trials[0].index == 0
+        return len(job_trials) + (len(self._timed_sets()) if timed else 0)
+
+    def _timed_sets(self) -> tuple[int, ...]:
+        """The random trials whose inputs the timed calls and the baselines rotate among: the first ones of the
+        first group (all of them kept until the verdict), at most ``input_sets``."""
+        if self.groups is not None:
+            return self.groups.kept
+        randoms = [t.index for t in self.plan if t.kind == trials.RANDOM]
+        return tuple(randoms[:int(config.input_sets)])
 
     def _reference_from(self, run: ChildRun, refs: dict[int, dict[str, Any]], ref_state: dict[str, Any],
                         ref_state64: dict[str, Any]
@@ -422,15 +453,19 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         return refs, ref_trials, run.report(jobs.Semantics) or jobs.Semantics()
 
     # -- candidate ----------------------------------------------------------------------------------------------
-    def _candidate(self, ref_trials: dict[int, jobs.ReferenceTrial], *, alone: bool = False) -> ChildRun:
+    def _candidate(self, ref_trials: dict[int, jobs.ReferenceTrial], *, alone: bool = False,
+                   checks_only: bool = False) -> ChildRun:
+        """The candidate's job on the trials of this job (``checks_only``: a later trial group's, which times,
+        profiles and compiles nothing: the first group did)."""
         # A trial drawn on another (a repoison's inputs, an in-place trial's buffers) runs only where that one does.
-        runnable = [t for t in self.plan
+        runnable = [t for t in self.job_trials
                     if not ref_trials.get(t.index, UNREPORTED).skipped
                     and (t.source is None or not ref_trials.get(t.source, UNREPORTED).skipped)]
         expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, UNREPORTED).outputs)
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
             (config.arch,) if self.device == "cpu" and config.cpu_instructions else ())
+        timed = self.device == "cuda" and self.opts.timing and not checks_only
         # The job sees its own working directory, not the temporary folders (isolation/plan.py box_plan): the
         # candidate file goes there, under its own name.
         copy = self.workdir / "candidate-src" / self.candidate.path.name
@@ -442,12 +477,12 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
             policy=self.opts.policy, expected_output_bytes=expected,
             # Which call is profiled is drawn afresh (not from --seed): a candidate cannot know which call to
             # behave on. Every trial's own launches are counted besides.
-            profile_trial=secrets.choice(random_indices) if random_indices else None,
-            watch_paths=(str(self.problem.path), str(self.private)), inspect_archs=archs, arch=config.arch,
-            triton_kernels=tuple(self.candidate.triton_kernels),
-            timing=jobs.TimingSettings.from_config() if self.device == "cuda" and self.opts.timing else None,
-            n_sets=min(int(config.input_sets), len(random_indices)) or 1, alone=alone)
-        for t in self.plan:
+            profile_trial=secrets.choice(random_indices) if random_indices and not checks_only else None,
+            watch_paths=(str(self.problem.path), str(self.private)), inspect_archs=() if checks_only else archs,
+            arch=config.arch, triton_kernels=tuple(self.candidate.triton_kernels),
+            timing=jobs.TimingSettings.from_config() if timed else None,
+            n_sets=min(len(self._timed_sets()), len(random_indices)) or 1, alone=alone)
+        for t in self.job_trials:
             if t not in runnable:
                 reason = ref_trials.get(t.index, UNREPORTED).skipped or "its source trial was skipped"
                 self.judge.outcomes[t.index] = TrialOutcome(index=t.index, kind=t.kind, seed=t.seed,
@@ -514,7 +549,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         if not started or started[-1].kind not in SPECIAL_TRIAL_CODES:
             return None
         finished = {t.index for t in run.reports(jobs.CandidateTrial)}
-        ordinary = [t.index for t in self.plan if t.kind == trials.RANDOM]
+        ordinary = [t.index for t in self.job_trials if t.kind == trials.RANDOM]
         if not all(i in finished for i in ordinary):
             return None
         kind = started[-1].kind
@@ -524,47 +559,6 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
         message = f"passes the ordinary trials but fails on the {kind.replace('_', '-')} trial: {what}"
         self.judge.add(code, message, trial=started[-1].index)
         return Status.REJECTED, f"{code}: {message}"
-
-    def _judge_kernels(self, run: ChildRun) -> None:
-        listed = run.report(jobs.Kernels)
-        self.kernels: list[jobs.KernelRecord] = list(listed.kernels) if listed else []
-        if listed is None or run.report(protocol.JobError):  # no list at all: evidence-missing says so
-            return
-        self._cross_check_kernels(run)
-        # The very kernel (full signature) the reference's PyTorch ran: a same-named decoy compiled by the candidate
-        # does not make the library's work its own.
-        self.kernels = [replace(k, origin="library", source="cuda")
-                        if k.origin == "own" and k.name in self.reference_kernels else k for k in self.kernels]
-        reference = [n for n in self.reference_kernels if not _TRIVIAL_KERNEL.search(n)]
-        own = [k for k in self.kernels if k.origin == "own"]
-        library = {k.name for k in self.kernels if k.origin != "own"}
-        if own and reference and set(reference) <= library and not self.opts.allow_library_only:
-            self.judge.add("no-own-kernel",
-                           f"the candidate's library calls already run every kernel of the reference "
-                           f"({', '.join(n[:50] for n in reference[:3])}); its own kernel(s) "
-                           f"({', '.join(k.name[:40] for k in own[:3])}) only add to them",
-                           reference_kernels=reference)
-        total = sum(k.device_time_us or 0.0 for k in self.kernels)
-        own_time = sum(k.device_time_us or 0.0 for k in own)
-        if not own and not self.opts.allow_library_only:
-            names = ", ".join(k.name[:60] for k in self.kernels[:4])
-            self.judge.add("no-own-kernel",
-                           f"the candidate launched no kernel of its own, only library work ({names}); "
-                           "pass --allow-library-only to accept that", library=[k.name for k in self.kernels])
-        elif self.trials_without_own and not self.opts.allow_library_only:
-            listed = ", ".join(map(str, self.trials_without_own[:6]))
-            self.judge.add("no-own-kernel",
-                           f"trial(s) {listed} launched no kernel of the candidate's own: on those calls the library "
-                           "did all the work (a fallback taken on some calls)", trials=self.trials_without_own)
-        if own and total and own_time / total < 0.5:
-            self.judge.add("library-share",
-                           f"library kernels take {100 * (1 - own_time / total):.0f}% of the candidate's device time",
-                           Severity.NOTE, own_share=own_time / total)
-        if any(k.streams for k in self.kernels):
-            streams = sorted({s for k in self.kernels for s in k.streams})
-            if len(streams) > 1:
-                self.judge.add("multiple-streams", f"kernels ran on {len(streams)} streams {streams}",
-                               Severity.NOTE, streams=streams)
 
     def _notes(self, run: ChildRun) -> None:
         from kernelwright.verify.codes import CODES
@@ -592,7 +586,6 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
             plan_baselines,
         )
 
-        n_sets = min(int(config.input_sets), sum(1 for t in self.plan if t.kind == trials.RANDOM))
         variants, reused = plan_baselines(self.opts, self.judge, device=str(self.device),
                                           convolutions=mentions_convolution(self.problem.path))
         if self.baseline_names is not None:
@@ -605,7 +598,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps):
             # 38's and 39's rows had no floor): the baseline job runs for the calibration alone.
         spec = jobs.BaselineSpec(
             problem=str(self.problem.path), device=self.device, init_seed=self.seed, shared_dir=str(self.shared),
-            input_sets=tuple(range(n_sets)), policy=self.opts.policy, variants=tuple(variants),
+            input_sets=self._timed_sets(), policy=self.opts.policy, variants=tuple(variants),
             size_overrides=dict(self.opts.size_overrides or {}), timing=jobs.TimingSettings.from_config())
         run = self._run("baseline", spec, timeout=max(self.timeout, 1800.0))
         found, ceilings = collect_baselines(run, reused, self.judge, budget_cut=self.budget_cut == "baseline")
