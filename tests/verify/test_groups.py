@@ -161,3 +161,36 @@ def test_a_replay_of_an_earlier_groups_output_is_caught_by_its_kept_digest(tmp_p
     found = [f for f in judging.judge.findings if f.code == "output-caching"]
     assert found and found[0].details == {"trial": 4, "replayed": 1}
     assert judging.answer_keys[1] == answer_key({"native": [answer]})
+
+
+def test_a_verify_that_needs_groups_first_waits_until_no_other_verifys_files_are_there(run, monkeypatch, tmp_path):
+    """Its neighbours' files (a parallel bench's other problems) may be on their way: it plans against the room
+    it has alone, waiting for them, and new verifies wait behind it."""
+    import threading
+    import time
+
+    from kernelwright.deadline import Deadline
+    from kernelwright.verify.scratch_share import ScratchShare
+
+    monkeypatch.setattr(config, "scratch_dir", str(tmp_path))
+    other = ScratchShare(str(tmp_path))
+    assert other.share()
+
+    def let_go_once_it_waits() -> None:
+        while True:  # a new verify cannot start once it waits to be alone: then the other one ends
+            probe = ScratchShare(str(tmp_path))
+            try:
+                if not probe.share(Deadline.after(1.05)):
+                    break
+            finally:
+                probe.close()
+            time.sleep(0.05)
+        other.close()
+
+    ender = threading.Thread(target=let_go_once_it_waits, daemon=True)
+    ender.start()
+    verdict = run("softmax_ok.py", deadline=Deadline.after(300))
+    ender.join(30)
+    assert verdict.status is Status.PASSED, verdict.message
+    assert verdict.phases.get("scratch_wait", 0) > 0
+    assert len(_groups(verdict)) >= 3  # measured again alone, and still too little room: groups

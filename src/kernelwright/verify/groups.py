@@ -21,6 +21,7 @@ from kernelwright import jobs
 from kernelwright.errors import InputError
 from kernelwright.jobs import ScratchNeed, TrialSpec
 from kernelwright.verify import tensors, trials
+from kernelwright.verify.phases import BudgetSpent
 
 if TYPE_CHECKING:
     from kernelwright.isolation.process import ChildRun
@@ -130,6 +131,30 @@ def _in_plan_order(group: Sequence[TrialSpec], plan: Sequence[TrialSpec]) -> tup
 
 class GroupedChecking:
     """The trial-group methods of a verification (``self`` is a ``_Verification``, like the judging mixins)."""
+
+    def _share_scratch(self) -> None:
+        """Hold the scratch space's lock shared for this verify (verify/scratch_share.py)."""
+        if not self.share.share(self.opts.deadline):
+            raise BudgetSpent("reference (waiting for the scratch space)")
+        self._note_scratch_wait()
+
+    def _scratch_to_itself(self) -> bool:
+        """Where the trials' files did not fit: wait until no other verify's files are in the scratch space. True
+        where others were there (this verify's files are cleared and the reference measures the room again), False
+        where this verify had it to itself already (the room it measured stands)."""
+        waited = self.share.take_alone(self.opts.deadline)
+        if waited is None:
+            raise BudgetSpent("reference (waiting for the scratch space to itself)")
+        self._note_scratch_wait()
+        if waited:
+            for folder in (self.shared, self.private):
+                for leftover in folder.glob("*"):
+                    leftover.unlink()
+        return waited
+
+    def _note_scratch_wait(self) -> None:
+        if self.share.waited_s >= 0.05:
+            self.phases["scratch_wait"] = round(self.share.waited_s, 2)
 
     def _plan_groups(self, need: ScratchNeed) -> None:
         """Split the plan into groups that fit (the first becomes the job now running), and say so in a note."""

@@ -48,3 +48,11 @@ class PhaseClock:
                 f.write(json.dumps(line) + "\n")
         except OSError as exc:  # a diagnostic: never the verdict's problem
             log.info("progress file %s: %s", self.progress_file, exc)
+
+
+class BudgetSpent(Exception):
+    """The deadline came before (or during) a job whose result the verdict cannot do without."""
+
+    def __init__(self, job: str) -> None:
+        super().__init__(job)
+        self.job = job

@@ -47,8 +47,10 @@ from kernelwright.verify.findings import (
 )
 from kernelwright.verify.groups import GroupedChecking, GroupPlan
 from kernelwright.verify.judging import UNREPORTED, TrialJudging
+from kernelwright.verify.phases import BudgetSpent as _BudgetSpent
 from kernelwright.verify.phases import PhaseClock
 from kernelwright.verify.records import TrialOutcome, Verdict, VerifyOptions
+from kernelwright.verify.scratch_share import ScratchShare
 from kernelwright.verify.tool_steps import ToolSteps, out_of_memory_beside_others, what_failed
 from kernelwright.verify.workdir import WarmWorkdir
 from kernelwright.version import __version__
@@ -159,14 +161,6 @@ def time_baselines(problem: str | Path, names: Sequence[str], options: VerifyOpt
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-class _BudgetSpent(Exception):
-    """The deadline came before (or during) a job whose result the verdict cannot do without."""
-
-    def __init__(self, job: str) -> None:
-        super().__init__(job)
-        self.job = job
-
-
 class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
     def __init__(self, problem: ProblemFile, candidate: CandidateFile | None, opts: VerifyOptions, device: str, seed: int,
                  factor: float, workdir: Path, base: dict[str, Any]) -> None:
@@ -185,6 +179,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
         self.plan = trials.plan_trials(seed, opts.trials or config.trials,
                                        distribution=opts.distribution_trials, second_shape=opts.shape_trial)
         self.job_trials = list(self.plan)  # the trials of the reference's and the candidate's job now running
+        self.share = ScratchShare(str(workdir.parent))  # held shared while this verify's files exist
         self.groups: GroupPlan | None = None  # where the trials' files could not all fit (verify/groups.py)
         self.output_keys: dict[int, str] = {}  # digests of earlier groups' outputs and answers (replays across them)
         self.answer_keys: dict[int, str] = {}
@@ -242,6 +237,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
             if self.device == "cuda" and self.opts.timing:
                 prestart_child("baseline", workdir=self.workdir, device=self.device)
         try:
+            self._share_scratch()
             return self._protocol()
         except _BudgetSpent as cut:
             return Verdict(status=Status.TIMEOUT, clean=False, phases=dict(self.phases), **self.base,
@@ -249,6 +245,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
                                    "time (--budget)",
                            findings=(Finding(code="budget-spent", message=f"no time left for the {cut.job} job"),))
         finally:
+            self.share.close()
             discard_prestarted(self.workdir)  # a job the verdict did not need (a failed candidate's baselines)
 
     def baselines_only(self, names: Sequence[str]) -> BaselineTimings:
@@ -265,6 +262,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
         if config.prestart:
             prestart_child("baseline", workdir=self.workdir, device=self.device)
         try:
+            self._share_scratch()
             with self.clock.phase("reference"):
                 self._reference()
             with self.clock.phase("baselines"):
@@ -272,6 +270,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
         except _BudgetSpent:
             return BaselineTimings(dict.fromkeys(names), cut=names)
         finally:
+            self.share.close()
             discard_prestarted(self.workdir)
         measured = {n: found.get(n) for n in names}
         cut = tuple(n for n, m in measured.items() if m is None) if self.budget_cut == "baseline" else ()
@@ -395,6 +394,8 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
         error = run.report(protocol.JobError)
         need = run.report(jobs.ScratchNeed)
         if error and error.code == "scratch-space" and need is not None and self.groups is None:
+            if self._scratch_to_itself():  # the whole plan again, with no other verify's files beside it
+                return self._reference_job(spec)
             self._plan_groups(need)  # a one-line InputError where not even one group fits
             for folder in (self.shared, self.private):
                 for leftover in folder.glob("*"):
