@@ -194,3 +194,30 @@ def test_a_verify_that_needs_groups_first_waits_until_no_other_verifys_files_are
     assert verdict.status is Status.PASSED, verdict.message
     assert verdict.phases.get("scratch_wait", 0) > 0
     assert len(_groups(verdict)) >= 3  # measured again alone, and still too little room: groups
+
+
+def test_later_groups_check_only_and_keep_the_first_groups_memory_figures(run, monkeypatch):
+    """A later group's candidate job times, profiles and compiles nothing (the first group's did), and leaves as
+    much device memory unpoisoned as the first (trial 0's outputs, which its own reference has not seen)."""
+    from kernelwright.verify import verifier
+
+    specs = []
+    real = verifier.run_child
+
+    def recording(job, spec, **kwargs):
+        if job == "candidate":
+            specs.append(spec)
+        return real(job, spec, **kwargs)
+
+    monkeypatch.setattr(verifier, "run_child", recording)
+    monkeypatch.setattr(config, "cpu_instructions", True)
+    verdict = run("softmax_ok.py")
+    assert verdict.status is Status.PASSED, verdict.message
+    groups = _groups(verdict)
+    assert [[t.index for t in s.trials] for s in specs] == groups
+    first, *later = specs
+    assert first.expected_output_bytes > 0
+    assert first.profile_trial in groups[0] and first.inspect_archs
+    for spec in later:
+        assert spec.expected_output_bytes == first.expected_output_bytes
+        assert spec.profile_trial is None and spec.inspect_archs == () and spec.timing is None

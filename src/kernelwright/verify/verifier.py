@@ -180,6 +180,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
                                        distribution=opts.distribution_trials, second_shape=opts.shape_trial)
         self.job_trials = list(self.plan)  # the trials of the reference's and the candidate's job now running
         self.share = ScratchShare(str(workdir.parent))  # held shared while this verify's files exist
+        self.output_bytes = 0  # one call's outputs, from trial 0's reference
         self.groups: GroupPlan | None = None  # where the trials' files could not all fit (verify/groups.py)
         self.output_keys: dict[int, str] = {}  # digests of earlier groups' outputs and answers (replays across them)
         self.answer_keys: dict[int, str] = {}
@@ -462,7 +463,11 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
         runnable = [t for t in self.job_trials
                     if not ref_trials.get(t.index, UNREPORTED).skipped
                     and (t.source is None or not ref_trials.get(t.source, UNREPORTED).skipped)]
-        expected = sum(tensors.nbytes_of(o) for o in ref_trials.get(0, UNREPORTED).outputs)
+        # Trial 0's outputs' bytes (a later group's job holds no trial 0: the first group's figure), left free when
+        # the device is poisoned.
+        if 0 in ref_trials:
+            self.output_bytes = sum(tensors.nbytes_of(o) for o in ref_trials[0].outputs)
+        expected = self.output_bytes
         random_indices = [t.index for t in runnable if t.kind == trials.RANDOM]
         archs = tuple(self.opts.inspect_archs) if self.opts.inspect_archs is not None else (
             (config.arch,) if self.device == "cpu" and config.cpu_instructions else ())
