@@ -221,3 +221,35 @@ def test_later_groups_check_only_and_keep_the_first_groups_memory_figures(run, m
     for spec in later:
         assert spec.expected_output_bytes == first.expected_output_bytes
         assert spec.profile_trial is None and spec.inspect_archs == () and spec.timing is None
+
+
+def test_groups_also_fit_the_device_memory_a_candidates_job_may_fill():
+    """The candidate's job keeps a device copy of every trial's inputs (an in-place trial's go into its source's)
+    and copies the timed sets again: a group whose copies would not fit the device is split, though its files fit."""
+    from kernelwright.verify.groups import _on_device
+
+    plan = _plan()
+    need = ScratchNeed(trial_bytes=MB, output_bytes=0, room_bytes=100 * MB, input_bytes=8 * MB,
+                       device_room=8 * MB * 4)
+    groups = plan_groups(plan, need, timed_sets=4)
+    assert len(groups.groups) > 1  # the files would all fit in one
+    first = groups.groups[0]
+    assert _on_device([first], need, len(groups.kept))
+    assert all(_on_device([g], need, 0) for g in groups.groups[1:])
+    held = sum(1 for t in first if not t.in_place) + len(groups.kept)
+    assert held <= 4
+    with pytest.raises(InputError) as caught:
+        plan_groups(plan, ScratchNeed(trial_bytes=MB, output_bytes=0, room_bytes=100 * MB, input_bytes=8 * MB,
+                                      device_room=8 * MB), timed_sets=4)
+    assert "on the device" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_reference_says_when_the_candidates_device_copies_cannot_fit():
+    from kernelwright.verify import reference
+
+    plan = _plan()
+    assert reference._device_shortfall(MB, MB, plan, 4, 64 * MB) is None
+    short = reference._device_shortfall(1 << 30, 1 << 30, plan, 4, 8 << 30)
+    assert short is not None and "on the device" in short[0] and short[1] == 8 << 30
+    holding = sum(1 for t in plan if not t.in_place) + 4
+    assert f"{holding} copies" in short[0]

@@ -63,6 +63,8 @@ class ScratchNeed(Report):
     trial_bytes: int  # one trial's reference files: its inputs and its native and float64 answers
     output_bytes: int  # one candidate call's output file
     room_bytes: int  # what the scratch space holds besides what is there, less the margin it keeps
+    input_bytes: int = 0  # one trial's inputs: the candidate's job keeps a device copy of each trial's
+    device_room: int = 0  # the device memory a candidate's job may fill with trial inputs (0: not bounded here)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +87,7 @@ class ReferenceSpec(JobSpec):
     aliasing: bool = True  # whether the problem's outputs alias or change its inputs
     alone: bool = False  # the GPU lock held exclusively for the whole job (a re-run after running out of memory)
     candidate_outputs: int = 0  # output files the candidate's job writes afterwards (counted in the scratch check)
+    timed_sets: int = 0  # the input sets the candidate's job copies to the device again for its timed calls
     # The seed whose inputs' shapes the second shape is found from: trial 0's (default: the first trial's).
     shape_seed: int | None = None
     scratch_limit: int = 0  # the most bytes the verify's folder may hold (0: what its file system has)

@@ -162,6 +162,8 @@ CATALOGUE: tuple[Code, ...] = (
     Code("scratch-space", FAILURE, E, "the reference's trial files cannot fit the scratch file system (a full "
          "/dev/shm is memory); set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or shrink the problem "
          "(--size)"),
+    Code("device-memory", FAILURE, E, "the candidate's job could not hold the trials' inputs on the device, even a "
+         "group at a time (trial-groups); shrink the problem (--size)"),
     Code("budget-spent", FAILURE, E, "the time budget ran out before a job could run (timeout); give the run more "
          "time (--budget)"),
     # -- the problem or its baseline -------------------------------------------------------------------------------

@@ -66,52 +66,85 @@ def _bytes(unit: Sequence[TrialSpec], need: ScratchNeed) -> int:
 
 def plan_groups(plan: Sequence[TrialSpec], need: ScratchNeed, *, timed_sets: int) -> GroupPlan:
     """Groups of whole units that fit ``need.room_bytes`` each, with the first group's ``kept`` files (its first
-    random trials, up to ``timed_sets`` of them: the timed input sets) beside every later one. As many timed sets
-    as leave room for the largest unit besides (at least one), and as few groups as first-fit in the plan's order
-    gives. Raises a one-line :class:`InputError` naming the bytes needed and the bytes there where even trial 0's
-    unit with one timed set, or some unit beside one kept trial, cannot fit."""
+    random trials, up to ``timed_sets`` of them: the timed input sets) beside every later one, and whose candidate
+    job can hold its trials' inputs in ``need.device_room`` (where bounded). As many timed sets as leave room for
+    the largest unit besides (at least one), and as few groups as first-fit in the plan's order gives. Raises a
+    one-line :class:`InputError` naming the bytes needed and the bytes there where even trial 0's unit with one
+    timed set, or some unit beside one kept trial, cannot fit."""
     all_units = units(plan)
     if not all_units or all_units[0][0].index != 0:
         raise ValueError("a plan's first unit is trial 0's")
     room = need.room_bytes
     for sets in range(max(1, timed_sets), 0, -1):
-        first = list(all_units[:1])
-        rest = list(all_units[1:])
-        # The first group's further random trials, for the timed sets: the next random units.
-        while sum(1 for u in first for t in u if t.kind == trials.RANDOM) < sets:
-            nxt = next((u for u in rest if u[0].kind == trials.RANDOM), None)
-            if nxt is None:
-                break
-            first.append(nxt)
-            rest.remove(nxt)
-        randoms = [t.index for u in first for t in u if t.kind == trials.RANDOM][:sets]
-        kept_bytes = len(randoms) * need.trial_bytes
-        later_room = room - kept_bytes
-        if _group_bytes(first, need, len(randoms)) > room or any(_bytes(u, need) > later_room for u in rest):
-            continue
-        # Fill the first group further while it fits (its extra trials' files go once it is judged).
-        for u in list(rest):
-            if _group_bytes([*first, u], need, len(randoms)) <= room:
-                first.append(u)
-                rest.remove(u)
-        groups = [tuple(t for u in first for t in u)]
-        current: list[tuple[TrialSpec, ...]] = []
-        for u in rest:
-            if current and sum(_bytes(v, need) for v in current) + _bytes(u, need) > later_room:
-                groups.append(tuple(t for v in current for t in v))
-                current = []
-            current.append(u)
-        if current:
-            groups.append(tuple(t for v in current for t in v))
-        return GroupPlan(groups=tuple(_in_plan_order(g, plan) for g in groups), kept=tuple(randoms))
+        found = _groups_with(all_units, need, sets)
+        if found is not None:
+            return GroupPlan(groups=tuple(_in_plan_order(g, plan) for g in found.groups), kept=found.kept)
     unit0 = _group_bytes(all_units[:1], need, 1)
     largest = max((_bytes(u, need) for u in all_units[1:]), default=0)
     wanted = max(unit0, largest + need.trial_bytes)
+    fix = "set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or shrink the problem (--size NAME=VALUE)"
+    if wanted <= room:  # the device is what cannot hold them
+        device = max(_device_bytes(u, need) for u in all_units) + need.input_bytes + 2 * need.output_bytes
+        raise InputError(f"even the smallest group of trials would hold ~{size(device)} of inputs on the device "
+                         f"({size(need.input_bytes)} a trial) and a candidate's job may use {size(need.device_room)} "
+                         "of it; shrink the problem (--size NAME=VALUE)")
     raise InputError(
         f"even the smallest group of trials needs ~{size(wanted)} of scratch files ({size(need.trial_bytes)} a trial: "
         f"inputs and the native and float64 answers; {size(need.output_bytes)} a candidate's output) and the scratch "
-        f"space has room for {size(room)}; set scratch_dir (KERNELWRIGHT_SCRATCH_DIR) to a larger disk or shrink "
-        "the problem (--size NAME=VALUE)")
+        f"space has room for {size(room)}; {fix}")
+
+
+def _groups_with(all_units: list[tuple[TrialSpec, ...]], need: ScratchNeed, sets: int) -> GroupPlan | None:
+    """:func:`plan_groups`'s groups with ``sets`` timed sets (fewer where the plan has fewer random trials), or
+    None where they cannot fit."""
+    first, rest = list(all_units[:1]), list(all_units[1:])
+    # The first group's further random trials, for the timed sets: the next random units.
+    while sum(1 for u in first for t in u if t.kind == trials.RANDOM) < sets:
+        nxt = next((u for u in rest if u[0].kind == trials.RANDOM), None)
+        if nxt is None:
+            break
+        first.append(nxt)
+        rest.remove(nxt)
+    randoms = [t.index for u in first for t in u if t.kind == trials.RANDOM][:sets]
+    later_room = need.room_bytes - len(randoms) * need.trial_bytes
+
+    def first_fits(group: list[tuple[TrialSpec, ...]]) -> bool:
+        return _group_bytes(group, need, len(randoms)) <= need.room_bytes and _on_device(group, need, len(randoms))
+
+    def later_fits(group: list[tuple[TrialSpec, ...]]) -> bool:
+        return sum(_bytes(u, need) for u in group) <= later_room and _on_device(group, need, 0)
+
+    if not first_fits(first) or not all(later_fits([u]) for u in rest):
+        return None
+    for u in list(rest):  # the first group filled further while it fits (its extra trials' files go once judged)
+        if first_fits([*first, u]):
+            first.append(u)
+            rest.remove(u)
+    groups = [tuple(t for u in first for t in u)]
+    current: list[tuple[TrialSpec, ...]] = []
+    for u in rest:
+        if current and not later_fits([*current, u]):
+            groups.append(tuple(t for v in current for t in v))
+            current = []
+        current.append(u)
+    if current:
+        groups.append(tuple(t for v in current for t in v))
+    return GroupPlan(groups=tuple(groups), kept=tuple(randoms))
+
+
+def _device_bytes(unit: Sequence[TrialSpec], need: ScratchNeed) -> int:
+    """The trial inputs a unit's trials keep on the device in the candidate's job (an in-place trial's go into its
+    source's buffers)."""
+    return sum(1 for t in unit if not t.in_place) * need.input_bytes
+
+
+def _on_device(group: Sequence[Sequence[TrialSpec]], need: ScratchNeed, timed: int) -> bool:
+    """Whether a group's candidate job holds its trials' inputs, its timed sets' copies and two calls' outputs in
+    the device memory it may use (always, where that is not bounded)."""
+    if not need.device_room:
+        return True
+    held = sum(_device_bytes(u, need) for u in group) + timed * need.input_bytes + 2 * need.output_bytes
+    return held <= need.device_room
 
 
 def size(nbytes: int) -> str:

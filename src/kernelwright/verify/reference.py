@@ -259,6 +259,34 @@ def _scratch_shortfall(per_trial: dict[Path, int], trials_left: int, later: dict
     return None
 
 
+DEVICE_SHARE = 0.8  # of the device's memory, what a candidate's job may fill with trial inputs and outputs
+
+
+def _device_room(model: torch.nn.Module, device: torch.device) -> int:
+    """The device memory a candidate's job may fill with its trials' inputs and outputs: a share of the card less
+    the model's weights (0 off a GPU: no bound here)."""
+    if device.type != "cuda":
+        return 0
+    total = torch.cuda.get_device_properties(device).total_memory
+    weights = _nbytes(list(model.parameters())) + _nbytes(list(model.buffers()))
+    return max(1, int(total * DEVICE_SHARE) - weights)
+
+
+def _device_shortfall(input_bytes: int, output_bytes: int, left: list[trials.TrialSpec], timed_sets: int,
+                      room: int) -> tuple[str, int] | None:
+    """Where the candidate's job could not hold its trials on the device: it keeps a copy of every trial's inputs
+    (an in-place trial's go into its source's) until its trials end, then copies the timed sets again; the
+    one-line message and the room, else None."""
+    holding = sum(1 for t in left if not t.in_place) + timed_sets
+    wanted = holding * input_bytes + 2 * output_bytes
+    if wanted <= room:
+        return None
+    gib = 1 << 30
+    return (f"the candidate's job would hold ~{wanted / gib:.1f} GB of trial inputs on the device ({holding} copies of "
+            f"{input_bytes / gib:.1f} GB) and may use {room / gib:.1f} GB of it; shrink the problem (--size NAME=VALUE)",
+            room)
+
+
 def _check_scratch(per_trial: dict[Path, int], trials_left: int, later: dict[Path, int] | None = None, *,
                    limit: int = 0, held: int = 0) -> None:
     """:func:`_scratch_shortfall` as a one-line ``scratch-space`` error, raised before anything is written."""
@@ -307,6 +335,8 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
     sparse_sources = {t.source for t in plan if t.kind in trials.SPARSE}
     kept: dict[int, list[torch.Tensor]] = {}  # the answers of the sparse trials' sources (host copies)
 
+    first_own = next((t for t in plan if t.needs_own_reference), None)
+    device_room = _device_room(model, device)
     for trial in plan:
         gpu_lock.give_way()  # a waiting measurement goes before the next trial's reference
         if not trial.needs_own_reference:
@@ -337,13 +367,20 @@ def run_reference_job(spec: ReferenceSpec, channel: Channel) -> None:
         if trial.index == 0:
             first_inputs, first_outputs = inputs, native
         per_trial = {shared: _nbytes(inputs), private: _nbytes(native) + _nbytes(ref64)}
-        short = _scratch_shortfall(per_trial, sum(1 for t in plan[plan.index(trial):] if t.needs_own_reference),
+        left = plan[plan.index(trial):]
+        short = _scratch_shortfall(per_trial, sum(1 for t in left if t.needs_own_reference),
                                    {shared: _nbytes(native) * spec.candidate_outputs},
                                    limit=spec.scratch_limit, held=spec.held_bytes)
-        if short:  # the parent may check the trials in groups that fit (verify/groups.py)
+        on_device = None
+        if not short and trial is first_own and device_room:
+            on_device = _device_shortfall(_nbytes(inputs), _nbytes(native), left, spec.timed_sets, device_room)
+        if short or on_device:  # the parent may check the trials in groups that fit (verify/groups.py)
+            room = short[1] if short else _room(shared, spec.scratch_limit, spec.held_bytes)[0]
             channel.send(ScratchNeed(trial_bytes=sum(per_trial.values()), output_bytes=_nbytes(native),
-                                     room_bytes=short[1]))
-            raise JobFailure("runtime_error", "scratch-space", short[0])
+                                     room_bytes=room, input_bytes=_nbytes(inputs), device_room=device_room))
+            if short:
+                raise JobFailure("runtime_error", "scratch-space", short[0])
+            raise JobFailure("runtime_error", "device-memory", on_device[0] if on_device else "")
         host = {"inputs": [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in inputs],
                 "native": [o.detach().cpu() for o in native],
                 "fp64": [o.detach().cpu() for o in ref64] if ref64 is not None else None}

@@ -374,7 +374,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
             problem=str(self.problem.path), device=self.device, init_seed=self.seed,
             trials=tuple(job_trials), shared_dir=str(self.shared), private_dir=str(self.private),
             policy=self.opts.policy, size_globals={**self.problem.size_globals, **sizes}, size_overrides=sizes,
-            candidate_outputs=self._candidate_outputs(job_trials),
+            candidate_outputs=self._candidate_outputs(job_trials), timed_sets=self._timed_on_device(job_trials),
             shape_seed=self.plan[0].seed if self.groups else None,
             scratch_limit=int(float(config.scratch_limit_gb) * (1 << 30)), held_bytes=held)
 
@@ -394,9 +394,9 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
             raise _BudgetSpent("reference (cut short)")
         error = run.report(protocol.JobError)
         need = run.report(jobs.ScratchNeed)
-        if error and error.code == "scratch-space" and need is not None and self.groups is None:
-            if self._scratch_to_itself():  # the whole plan again, with no other verify's files beside it
-                return self._reference_job(spec)
+        if error and error.code in ("scratch-space", "device-memory") and need is not None and self.groups is None:
+            if error.code == "scratch-space" and self._scratch_to_itself():
+                return self._reference_job(spec)  # the whole plan again, with no other verify's files beside it
             self._plan_groups(need)  # a one-line InputError where not even one group fits
             for folder in (self.shared, self.private):
                 for leftover in folder.glob("*"):
@@ -424,8 +424,12 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
         set's each on a GPU (none where only the baselines are wanted, no timed sets in a later group)."""
         if self.baseline_names is not None:
             return 0
+        return len(job_trials) + self._timed_on_device(job_trials)
+
+    def _timed_on_device(self, job_trials: Sequence[trials.TrialSpec]) -> int:
+        """The input sets a candidate's job times (the first group's, on a GPU)."""
         timed = self.device == "cuda" and self.opts.timing and job_trials[0].index == 0
-        return len(job_trials) + (len(self._timed_sets()) if timed else 0)
+        return len(self._timed_sets()) if timed and self.baseline_names is None else 0
 
     def _timed_sets(self) -> tuple[int, ...]:
         """The random trials whose inputs the timed calls and the baselines rotate among: the first ones of the
