@@ -3,7 +3,8 @@
 # refused them before: 41_Max_Pooling_1D 12 GB a trial, 23_Softmax 24 GB), each verified at full size against its
 # own Model renamed ModelNew, so every verdict must be a pass at 1.00x eager. One device call, inside 9 minutes;
 # each verify's log streams to $OUT (its trial-groups note names the groups; its phases say where the time went).
-#   bash scripts/gpu_groups.sh LEVEL-1 PROBLEM FILE ...     (carry them: an ignored folder, e.g. .out/kb)
+#   [KW_LIMIT=SECONDS] bash scripts/gpu_groups.sh LEVEL-1 PROBLEM FILE ...   (carry them: an ignored folder, .out/kb)
+# KW_LIMIT (default 520): the seconds this script may take, for a call that runs something before it.
 set -u
 STEP_LINES='verdict|took|passed|failed|rejected|incorrect|error|trial-groups|phases|groups|GB|Error|killed'
 . "$(dirname "$0")/gpu_common.sh" /tmp/gpu-groups-out
@@ -11,7 +12,7 @@ df -h /dev/shm /tmp | tee -a "$out/device.txt"; free -g | tee -a "$out/device.tx
 for problem in "$@"; do
   name=$(basename "$problem" .py); self="/tmp/$name-self.py"
   sed 's/\bclass Model(/class ModelNew(/; s/super(Model, self)/super(ModelNew, self)/' "$problem" >"$self"
-  left=$((510 - SECONDS)); [ "$left" -lt 60 ] && { echo "== $name: skipped, $left s left =="; continue; }
+  left=$((${KW_LIMIT:-520} - 10 - SECONDS)); [ "$left" -lt 60 ] && { echo "== $name: skipped, $left s left =="; continue; }
   step "verify-$name" "$left" bash -c 'python3 -m kernelwright verify "$@" >"$0"' "$out/verdict-$name.json" \
     "$problem" "$self" --device "${KW_DEVICE:-cuda}" --verbose --no-compile-baseline --allow-library-only --json
   python3 - "$out/verdict-$name.json" <<'PY' 2>&1 | tee -a "$out/summary.txt"
