@@ -9,13 +9,15 @@ set -u
 STEP_LINES='verdict|took|passed|failed|rejected|incorrect|error|trial-groups|phases|groups|GB|Error|killed'
 . "$(dirname "$0")/gpu_common.sh" /tmp/gpu-groups-out
 df -h /dev/shm /tmp | tee -a "$out/device.txt"; free -g | tee -a "$out/device.txt"
+# Few files come back from a device call: the summary in $OUT, each verify's log and verdict in groups.tgz.
+summary="$out/groups-summary.txt"; out_top=$out; out=$(mktemp -d /tmp/kw-groups-XXXX)
 for problem in "$@"; do
   name=$(basename "$problem" .py); self="/tmp/$name-self.py"
   sed 's/\bclass Model(/class ModelNew(/; s/super(Model, self)/super(ModelNew, self)/' "$problem" >"$self"
   left=$((${KW_LIMIT:-520} - 10 - SECONDS)); [ "$left" -lt 60 ] && { echo "== $name: skipped, $left s left =="; continue; }
   step "verify-$name" "$left" bash -c 'python3 -m kernelwright verify "$@" >"$0"' "$out/verdict-$name.json" \
     "$problem" "$self" --device "${KW_DEVICE:-cuda}" --verbose --no-compile-baseline --allow-library-only --json
-  python3 - "$out/verdict-$name.json" <<'PY' 2>&1 | tee -a "$out/summary.txt"
+  python3 - "$out/verdict-$name.json" <<'PY' 2>&1 | tee -a "$summary"
 import json, sys
 try:
     v = json.load(open(sys.argv[1]))
@@ -27,5 +29,6 @@ print("  groups:", groups["details"]["groups"] if groups else "none", "kept:", g
 print("  trials:", sum(t["status"] == "ok" for t in v["trials"]), "ok of", len(v["trials"]),
       "| duration", round(v["duration_s"], 1), "s | phases", v["phases"])
 PY
+  tar czf "$out_top/groups.tgz" -C "$out" . 2>/dev/null
 done
 echo "== done in $SECONDS s =="
