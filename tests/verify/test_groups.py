@@ -132,7 +132,7 @@ def test_a_problem_that_cannot_fit_one_group_is_an_input_error_naming_the_bytes(
 
 class _Judging(TrialJudging, GroupedChecking):
     def __init__(self, out: Path) -> None:
-        self.judge, self.out = Judge(), out
+        self.judge, self.out, self.judge_device = Judge(), out, "cpu"
         self.output_keys: dict[int, str] = {}
         self.answer_keys: dict[int, str] = {}
         self.expected_trials: list[int] = []

@@ -271,9 +271,10 @@ class GroupedChecking:
             if key:
                 self.output_keys[index] = key
             if index in refs:
-                self.answer_keys[index] = answer_key(refs[index])
+                self.answer_keys[index] = answer_key(refs[index], self.judge_device)
 
 
-def answer_key(ref: dict[str, Any]) -> str:
-    """A digest of a trial's native answer: two trials whose answers differ have different keys."""
-    return "|".join(tensors.digest(o) for o in ref.get("native", []))
+def answer_key(ref: dict[str, Any], device: str = "cpu") -> str:
+    """A digest of a trial's native answer, computed on ``device`` (where the judging runs): two trials whose
+    answers differ have different keys."""
+    return "|".join(tensors.digest(o.to(device)) for o in ref.get("native", []))

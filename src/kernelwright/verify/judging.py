@@ -195,7 +195,7 @@ class TrialJudging:
         from kernelwright.verify.groups import answer_key
 
         def answer(index: int) -> str:
-            return answer_key(refs[index]) if index in refs else self.answer_keys.get(index, "")
+            return answer_key(refs[index], self.judge_device) if index in refs else self.answer_keys.get(index, "")
 
         if not any(o.status == "wrong" for o in self.judge.outcomes.values()):
             return  # only a wrong trial can be a replay: nothing to read back
@@ -224,7 +224,9 @@ class TrialJudging:
             outputs = tensors.load(path)
         except Exception:
             return ""
-        return "|".join(tensors.digest(o) for o in outputs if o.numel() > 16 and not tensors.uniform(o))
+        # Where the judging runs: a GPU's digest of a gigabyte takes milliseconds where the host's takes seconds.
+        on = [o.to(self.judge_device) for o in outputs]
+        return "|".join(tensors.digest(o) for o in on if o.numel() > 16 and not tensors.uniform(o))
 
     def _judge_timed_outputs(self, timed_trials: tuple[int, ...], refs: dict[int, dict[str, Any]]) -> None:
 
