@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from kernelwright.generate.families.registry import family_names
+
 # Launch keywords and launcher constants that configure a kernel: tiles, warps, stages, grouping, K shares.
 _CONFIG_KEY = re.compile(r"^(BLOCK(_[A-Z0-9]+)?|GROUP_[A-Z]|num_warps|num_stages|split_k|SPLIT_?[A-Z]*|ROWS|COLS)$")
 _KEYWORD = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\d+)\b")
@@ -33,7 +35,6 @@ MARKS = {
     "ptx_rewrite": "add_stages_inspection_hook",  # its kernels' PTX rewritten (generate/ptx_variant.py)
 }
 
-FAMILIES = ("gemm", "conv", "attention", "reduction", "scan", "pool", "batchnorm", "pointwise", "recurrent")
 BOUNDS = ("compute", "memory")
 
 
@@ -58,7 +59,7 @@ def candidate_features(source: str, problem: Mapping[str, Any] | None = None, ar
     for name, text in MARKS.items():
         features[f"mark_{name}"] = float(text in source)
     families = set(_FAMILY.findall(source))
-    for family in FAMILIES:
+    for family in family_names():  # one a family folder (generate/families/registry.py)
         features[f"family_{family}"] = float(family in families)
     roofline = problem or {}
     flops, nbytes = roofline.get("flops"), roofline.get("bytes")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 from collections.abc import Sequence
@@ -14,33 +13,12 @@ from kernelwright.generate.operators import FREE
 
 log = logging.getLogger(__name__)
 
-# Claim order: the families whose anchors bound the problem first (they absorb their prologues and epilogues),
-# pointwise last (it takes what is left). Module path : class name.
-FAMILY_CLASSES = (
-    "kernelwright.generate.families.attention:AttentionFamily",
-    "kernelwright.generate.families.gemm:GemmFamily",
-    "kernelwright.generate.families.conv:ConvFamily",
-    "kernelwright.generate.families.reduction:ReductionFamily",
-    "kernelwright.generate.families.scan:ScanFamily",
-    "kernelwright.generate.families.pool:PoolFamily",
-    "kernelwright.generate.families.batchnorm:BatchNormFamily",
-    "kernelwright.generate.families.recurrent:RecurrentFamily",
-    "kernelwright.generate.families.pointwise:PointwiseFamily",
-)
-
 def load_families(names: Sequence[str] | None = None) -> list[Family]:
-    """The template families, in claim order (those not importable are skipped, with a log line)."""
-    families: list[Family] = []
-    for spec in FAMILY_CLASSES:
-        module_name, _, cls_name = spec.partition(":")
-        try:
-            family = getattr(importlib.import_module(module_name), cls_name)()
-        except (ImportError, AttributeError) as exc:
-            log.info("template family %s unavailable: %s", spec, exc)
-            continue
-        if names is None or family.name in names:
-            families.append(family)
-    return families
+    """The template families (``names``: only these), in claim order: each registers itself where it is defined
+    with its claim priority (generate/families/registry.py). A family that fails to import is an error naming it."""
+    from kernelwright.generate.families.registry import families
+
+    return [family for family in families() if names is None or family.name in names]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,7 @@ from kernelwright.generate.families.base import (
     make_group,
     next_pow2,
 )
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 from kernelwright.hardware import arch_spec
 
@@ -27,8 +28,10 @@ NAME = "attention"
 MAX_HEAD_DIM = 128  # the configs below keep a [BLOCK_M, head_dim] fp32 accumulator in registers
 
 
+@register
 class AttentionFamily:
     name = NAME
+    priority = 10  # claim order: claims before gemm: its two bmm nodes are attention's, not two GEMMs
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         if node.name in claimed:

@@ -14,13 +14,16 @@ from kernelwright.generate.families.base import (
 )
 from kernelwright.generate.families.batchnorm.matching import OUT, match_batch_norm
 from kernelwright.generate.families.batchnorm.writing import write
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
 
 NAME = "batchnorm"
 
 
+@register
 class BatchNormFamily:
     name = NAME
+    priority = 70  # claim order: after the families whose epilogues may absorb an eval-mode batch norm
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         bn = match_batch_norm(graph, node, claimed)

@@ -18,14 +18,17 @@ from kernelwright.generate.families.base import (
 from kernelwright.generate.families.conv.growing import absorb_epilogue
 from kernelwright.generate.families.conv.matching import match_convolution, roles
 from kernelwright.generate.families.conv.writing import write
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 from kernelwright.hardware import arch_spec
 
 NAME = "conv"
 
 
+@register
 class ConvFamily:
     name = NAME
+    priority = 30  # claim order: a convolution bounds its epilogue
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         detail = match_convolution(graph, node, claimed)

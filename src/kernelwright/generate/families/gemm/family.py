@@ -23,6 +23,7 @@ from kernelwright.generate.families.gemm.growing import grow
 from kernelwright.generate.families.gemm.matching import ANCHORS, match_matmul
 from kernelwright.generate.families.gemm.model import GemmPlan, dim_size
 from kernelwright.generate.families.gemm.writing import write
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "gemm"
@@ -195,8 +196,10 @@ def smem_bytes(config: Config, itemsize: int) -> int:
     return int(config["num_stages"]) * (bm * bk + bk * bn) * itemsize
 
 
+@register
 class GemmFamily:
     name = NAME
+    priority = 20  # claim order: a matmul bounds its prologues and epilogues
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         if node.name in claimed or node.op not in ANCHORS:

@@ -14,13 +14,16 @@ from kernelwright.generate.families.base import (
 from kernelwright.generate.families.pointwise.growing import absorb_constants, absorb_producers
 from kernelwright.generate.families.pointwise.matching import anchors, connected_run
 from kernelwright.generate.families.pointwise.writing import write
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "pointwise"
 
 
+@register
 class PointwiseFamily:
     name = NAME
+    priority = 90  # claim order: last: it takes what is left
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         if not anchors(graph, node, claimed):

@@ -15,13 +15,16 @@ from kernelwright.generate.families.base import (
 from kernelwright.generate.families.pool.growing import absorb_epilogue, absorb_prologue
 from kernelwright.generate.families.pool.matching import match_pooling
 from kernelwright.generate.families.pool.writing import rows_apply, write
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "pool"
 
 
+@register
 class PoolFamily:
     name = NAME
+    priority = 60  # claim order: a pooling window bounds its prologue and epilogue
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         pooling = match_pooling(graph, node, claimed)

@@ -6,13 +6,16 @@ from __future__ import annotations
 from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
 from kernelwright.generate.families.recurrent.matching import match_recurrent
 from kernelwright.generate.families.recurrent.writing import write
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "recurrent"
 
 
+@register
 class RecurrentFamily:
     name = NAME
+    priority = 80  # claim order: a recurrent layer stack is one node of its own
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         rnn = match_recurrent(graph, node, claimed)

@@ -22,6 +22,7 @@ from kernelwright.generate.families.reduction.growing import Grower, validate
 from kernelwright.generate.families.reduction.matching import match_anchor
 from kernelwright.generate.families.reduction.model import FULL, NAME, Spec
 from kernelwright.generate.families.reduction.writing import write
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 from kernelwright.hardware import arch_spec
 
@@ -44,8 +45,10 @@ def _warps(elements: int, lo: int = 1, hi: int = 16) -> int:
     return max(lo, min(hi, next_pow2(max(elements // 512, 1))))
 
 
+@register
 class ReductionFamily:
     name = NAME
+    priority = 40  # claim order: after the matmul-like anchors, which absorb a reduction's neighbours first
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         anchor = match_anchor(graph, node, claimed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.registry import register
 from kernelwright.generate.families.scan.growing import broadcast_shape, candidates
 from kernelwright.generate.families.scan.matching import (
     exclusive_scan,
@@ -16,8 +17,10 @@ from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
 NAME = "scan"
 
 
+@register
 class ScanFamily:
     name = NAME
+    priority = 50  # claim order: a scan bounds its prologue and epilogue
 
     def claim(self, graph: ProblemGraph, node: Node, claimed: set[str], arch: str | None = None) -> Group | None:
         source = scanned_source(graph, node, claimed)
