@@ -12,12 +12,14 @@ from kernelwright.generate.families.base import (
     epilogue_graph,
     make_group,
 )
+from kernelwright.generate.families.batchnorm.config import BatchNormConfig
 from kernelwright.generate.families.batchnorm.matching import OUT, match_batch_norm
 from kernelwright.generate.families.batchnorm.writing import write
 from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
 
 NAME = "batchnorm"
+
 
 
 @register
@@ -42,7 +44,7 @@ class BatchNormFamily:
     def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
         # Memory-bound passes: the statistics read the input once, the apply pass reads it again and writes the
         # output. BLOCK elements a program step in each; leads until timed on the H200.
-        return [{"BLOCK": 1024, "num_warps": 4}, {"BLOCK": 2048, "num_warps": 8}, {"BLOCK": 512, "num_warps": 4}]
+        return [BatchNormConfig(BLOCK=b, num_warps=w) for b, w in ((1024, 4), (2048, 8), (512, 4))]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        return write(graph, group, config, ident)
+        return write(graph, group, BatchNormConfig.of(config), ident)

@@ -7,7 +7,8 @@ import torch
 
 from kernelwright.generate import expr
 from kernelwright.generate.families import base
-from kernelwright.generate.families.base import Config, Group, Rendered
+from kernelwright.generate.families.base import Group, Rendered
+from kernelwright.generate.families.batchnorm.config import BatchNormConfig
 from kernelwright.generate.families.batchnorm.matching import (
     OUT,
     RUNNING_MEAN,
@@ -25,7 +26,7 @@ MAX_SHARES = 64
 CHANNEL_BLOCK = 128  # channels a finalise program handles
 
 
-def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write(graph: ProblemGraph, group: Group, config: BatchNormConfig, ident: str) -> Rendered:
     return _Writer(graph, group, config, ident).render()
 
 
@@ -43,7 +44,7 @@ def _merge(n_a: str, mean_a: str, m2_a: str, n_b: str, mean_b: str, m2_b: str) -
 
 
 class _Writer:
-    def __init__(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> None:
+    def __init__(self, graph: ProblemGraph, group: Group, config: BatchNormConfig, ident: str) -> None:
         self.graph, self.group, self.config, self.ident = graph, group, config, ident
         self.bn: BatchNorm = group.detail["bn"]
         self.shape: tuple[int, ...] = tuple(group.detail["shape"])
@@ -197,7 +198,7 @@ class _Writer:
 
     # -- the launcher ------------------------------------------------------------------------------------------
     def _launcher(self) -> list[str]:
-        bn, block, warps = self.bn, self.config["BLOCK"], self.config["num_warps"]
+        bn, block, warps = self.bn, self.config.BLOCK, self.config.num_warps
         x = bn.x
         running = [v for v in (bn.running_mean, bn.running_var) if v is not None and self.stat_outputs]
         src = [

@@ -11,6 +11,7 @@ from kernelwright.generate.families.base import (
     make_group,
     run_time_sizes,
 )
+from kernelwright.generate.families.pointwise.config import PointwiseConfig
 from kernelwright.generate.families.pointwise.growing import absorb_constants, absorb_producers
 from kernelwright.generate.families.pointwise.matching import anchors, connected_run
 from kernelwright.generate.families.pointwise.writing import write
@@ -18,6 +19,7 @@ from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "pointwise"
+
 
 
 @register
@@ -41,7 +43,7 @@ class PointwiseFamily:
 
     def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
         # Memory-bound: enough bytes in flight per SM matters most. The default is a lead until timed.
-        return [{"BLOCK": b, "num_warps": w} for b, w in ((1024, 4), (2048, 8), (4096, 8), (512, 4), (1024, 8))]
+        return [PointwiseConfig(BLOCK=b, num_warps=w) for b, w in ((1024, 4), (2048, 8), (4096, 8), (512, 4), (1024, 8))]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        return write(graph, group, config, ident)
+        return write(graph, group, PointwiseConfig.of(config), ident)

@@ -8,12 +8,13 @@ import torch
 
 from kernelwright.generate import expr
 from kernelwright.generate.families import base
-from kernelwright.generate.families.base import Config, Group, Rendered
+from kernelwright.generate.families.base import Group, Rendered
+from kernelwright.generate.families.pointwise.config import PointwiseConfig
 from kernelwright.generate.graph import Node, ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
 
 
-def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write(graph: ProblemGraph, group: Group, config: PointwiseConfig, ident: str) -> Rendered:
     shape = tuple(group.detail["shape"])
     modes = {v: base.operand_mode(graph.info(v), shape) for v in group.inputs}
     strided = [v for v in group.inputs if modes[v] == "strided"]
@@ -69,7 +70,7 @@ def _sized(node: Node) -> Node:
                    kwargs=node.sym_kwargs if node.sym_kwargs is not None else node.kwargs)
 
 
-def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str, modes: dict[str, str]) -> list[str]:
+def _launcher(graph: ProblemGraph, group: Group, config: PointwiseConfig, ident: str, modes: dict[str, str]) -> list[str]:
     strided = [v for v in group.inputs if modes[v] == "strided"]
     sizes = list(group.detail.get("sizes", ()))
     lines = [f"def {ident}({', '.join([*group.inputs, *sizes])}):"]
@@ -85,9 +86,9 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str, mod
     lines.append("    n_elements = math.prod(shape)")
     args = [*group.inputs, *(f"out_{o}" for o in group.outputs), "n_elements", *sizes]
     args += base.strided_args(strided)
-    lines.append(f"    grid = (triton.cdiv(n_elements, {config['BLOCK']}),)")
-    lines.append(f"    {ident}_kernel[grid]({', '.join(args)}, BLOCK={config['BLOCK']}, IDX64=n_elements >= 2**31, "
-                 f"num_warps={config['num_warps']})")
+    lines.append(f"    grid = (triton.cdiv(n_elements, {config.BLOCK}),)")
+    lines.append(f"    {ident}_kernel[grid]({', '.join(args)}, BLOCK={config.BLOCK}, IDX64=n_elements >= 2**31, "
+                 f"num_warps={config.num_warps})")
     outs = ", ".join(f"out_{o}" for o in group.outputs)
     lines.append(f"    return ({outs},)")
     return lines

@@ -12,6 +12,7 @@ from kernelwright.generate.families.base import (
     make_group,
     next_pow2,
 )
+from kernelwright.generate.families.pool.config import PoolConfig
 from kernelwright.generate.families.pool.growing import absorb_epilogue, absorb_prologue
 from kernelwright.generate.families.pool.matching import match_pooling
 from kernelwright.generate.families.pool.writing import rows_apply, write
@@ -19,6 +20,7 @@ from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "pool"
+
 
 
 @register
@@ -39,7 +41,7 @@ class PoolFamily:
     def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
         # Memory-bound: every output reads its window (neighbouring windows share lines in L1/L2). BLOCK output
         # elements per program; leads until timed on the H200.
-        lanes: list[Config] = [{"BLOCK": b, "num_warps": w} for b, w in ((512, 4), (1024, 8), (256, 2))]
+        lanes: list[Config] = [PoolConfig(BLOCK=b, num_warps=w) for b, w in ((512, 4), (1024, 8), (256, 2))]
         pool = group.detail["pooling"]
         if not rows_apply(pool, group.detail["prologue"]):
             return lanes
@@ -48,10 +50,10 @@ class PoolFamily:
         # floats, 44 bytes; 0.63x eager at 6.455 ms, H200, 2026-12-03): where that gather is 16 bytes or wider the
         # rows go first. A lead, not yet timed.
         taps = next_pow2(pool.kernel[-1])
-        rows: list[Config] = [{"variant": "rows", "BLOCK": max(16, 16 * 32 * w // taps), "num_warps": w}
+        rows: list[Config] = [PoolConfig(variant="rows", BLOCK=max(16, 16 * 32 * w // taps), num_warps=w)
                               for w in (4, 8)]
         itemsize = graph.info(pool.x).dtype.itemsize
         return [*rows, *lanes] if pool.stride[-1] * itemsize >= 16 else [*lanes, *rows]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        return write(graph, group, config, ident)
+        return write(graph, group, PoolConfig.of(config), ident)

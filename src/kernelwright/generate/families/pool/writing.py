@@ -10,7 +10,8 @@ import torch
 
 from kernelwright.generate import expr
 from kernelwright.generate.families import base
-from kernelwright.generate.families.base import Config, Group, Rendered
+from kernelwright.generate.families.base import Group, Rendered
+from kernelwright.generate.families.pool.config import PoolConfig
 from kernelwright.generate.families.pool.matching import Pooling
 from kernelwright.generate.graph import ProblemGraph
 
@@ -18,7 +19,7 @@ from kernelwright.generate.graph import ProblemGraph
 UNROLL_TAPS = 64
 
 
-def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write(graph: ProblemGraph, group: Group, config: PoolConfig, ident: str) -> Rendered:
     return _Writer(graph, group, config, ident).render()
 
 
@@ -31,7 +32,7 @@ def rows_apply(pool: Pooling, prologue: Sequence[str]) -> bool:
 class _Writer:
     """Source for one pooling group and one configuration."""
 
-    def __init__(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> None:
+    def __init__(self, graph: ProblemGraph, group: Group, config: PoolConfig, ident: str) -> None:
         self.graph, self.group, self.config, self.ident = graph, group, config, ident
         self.pool: Pooling = group.detail["pooling"]
         self.shape: tuple[int, ...] = tuple(group.detail["shape"])
@@ -46,11 +47,7 @@ class _Writer:
         self.strided = [v for v in self.operands if self.modes[v] == "strided"]
         self.strided_sources = [v for v in self.sources if self.source_modes[v] == "strided"]
         self.tensors = list(dict.fromkeys([*self.sources, *self.operands]))  # a residual may be the input itself
-        variant = config.get("variant", "lanes")
-        if variant not in ("lanes", "rows"):
-            raise ValueError(f"pool config variant={variant!r}: use 'lanes' (an output a lane, its window a loop) "
-                             "or 'rows' (the window's last dimension a tile axis)")
-        self.rows = variant == "rows"
+        self.rows = config.variant == "rows"  # else lanes (PoolConfig: a variant is one of the two where made)
         if self.rows and not rows_apply(self.pool, self.prologue):
             raise ValueError("pool config variant='rows': for average pooling or max pooling without indices, "
                              "with no prologue; use 'lanes'")
@@ -335,10 +332,10 @@ class _Writer:
         if self._lead_dims():
             args.append("*lead")
         args += [f"*{v}.stride()" for v in [*self.strided_sources, *self.strided]]
-        block = config["BLOCK"]
+        block = config.BLOCK
         big = f"max(math.prod(lead) * {' * '.join(f'n_in_{d}' for d in range(rank))}, n_out) >= 2**31"
         lines.append(f"    {self.ident}_kernel[(triton.cdiv(n_out, {block}),)]({', '.join(args)}, BLOCK={block}, "
-                     f"IDX64={big}, num_warps={config['num_warps']})")
+                     f"IDX64={big}, num_warps={config.num_warps})")
         lines.append(f"    return ({outs},)")
         return lines
 

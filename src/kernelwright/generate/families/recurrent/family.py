@@ -4,12 +4,14 @@ configurations are the scan's tile sizes."""
 from __future__ import annotations
 
 from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
+from kernelwright.generate.families.recurrent.config import RecurrentConfig
 from kernelwright.generate.families.recurrent.matching import match_recurrent
 from kernelwright.generate.families.recurrent.writing import write
 from kernelwright.generate.families.registry import register
 from kernelwright.generate.graph import Node, ProblemGraph
 
 NAME = "recurrent"
+
 
 
 @register
@@ -32,13 +34,13 @@ class RecurrentFamily:
         # 256, 6 layers): split BLOCK_H 16 61.9 ms, BLOCK_H 32 116.1 ms (cuDNN: 34.8 ms) — more programs a step
         # win, so the narrowest block leads. Resident (8 warps) 112.1 ms (family_sweep, run 40): W_hh's block in
         # registers did not pay, so it follows the split ones.
-        resident = [{"BLOCK_B": 16, "BLOCK_H": 16, "BLOCK_K": 64, "num_warps": w, "split": True, "resident": True}
+        resident = [RecurrentConfig(BLOCK_B=16, BLOCK_H=16, BLOCK_K=64, num_warps=w, split=True, resident=True)
                     for w in (8, 4)]
-        split = [{"BLOCK_B": 16, "BLOCK_H": bh, "BLOCK_K": bk, "num_warps": w, "split": True}
+        split = [RecurrentConfig(BLOCK_B=16, BLOCK_H=bh, BLOCK_K=bk, num_warps=w, split=True)
                  for bh, bk, w in ((16, 64, 4), (16, 128, 4), (32, 64, 4))]
-        whole = [{"BLOCK_B": 16, "BLOCK_H": bh, "BLOCK_K": bk, "num_warps": w, "split": False}
+        whole = [RecurrentConfig(BLOCK_B=16, BLOCK_H=bh, BLOCK_K=bk, num_warps=w, split=False)
                  for bh, bk, w in ((64, 64, 4), (128, 32, 8))]
         return [*split, *resident, *whole]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        return write(graph, group, config, ident)
+        return write(graph, group, RecurrentConfig.of(config), ident)

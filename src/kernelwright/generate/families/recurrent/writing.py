@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import SM_COUNT_SOURCE, Config, Group, Rendered
+from kernelwright.generate.families.base import SM_COUNT_SOURCE, Group, Rendered
+from kernelwright.generate.families.recurrent.config import RecurrentConfig
 from kernelwright.generate.families.recurrent.matching import Recurrent
 from kernelwright.generate.graph import ProblemGraph
 
@@ -66,7 +67,7 @@ _CELLS = {
 }
 
 
-def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write(graph: ProblemGraph, group: Group, config: RecurrentConfig, ident: str) -> Rendered:
     rnn: Recurrent = group.detail["rnn"]
     dtype = graph.info(rnn.x).dtype
     precision = ', input_precision="ieee"' if dtype == torch.float32 else ""
@@ -77,7 +78,7 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
     source += "\n\n" + _launcher(graph, group, rnn, config, ident)
     directions = "bidirectional " if rnn.directions == 2 else ""
     notes = (f"{rnn.node}: {rnn.layers}-layer {directions}{rnn.cell} as a scan over time, "
-             f"{config['BLOCK_B']} batch rows a program",)
+             f"{config.BLOCK_B} batch rows a program",)
     return Rendered(source=source, launcher=ident, notes=notes)
 
 
@@ -193,10 +194,9 @@ def _state(rnn: Recurrent, name: str | None) -> str:
             "device=x_in.device)")
 
 
-def _launcher(graph: ProblemGraph, group: Group, rnn: Recurrent, config: Config, ident: str) -> str:
-    bb, bh, bk, warps = config["BLOCK_B"], config["BLOCK_H"], config["BLOCK_K"], config["num_warps"]
-    split = bool(config.get("split", False))
-    resident = bool(config.get("resident", False))
+def _launcher(graph: ProblemGraph, group: Group, rnn: Recurrent, config: RecurrentConfig, ident: str) -> str:
+    bb, bh, bk, warps = config.BLOCK_B, config.BLOCK_H, config.BLOCK_K, config.num_warps
+    split, resident = bool(config.split), bool(config.resident)
     lstm = rnn.cell == "lstm"
     params = "[" + ", ".join(rnn.params) + "]"
     per = 4 if rnn.has_biases else 2

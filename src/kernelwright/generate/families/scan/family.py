@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernelwright.generate.families.base import DEFAULT_POLICY, Config, Group, Policy, Rendered, make_group
 from kernelwright.generate.families.registry import register
+from kernelwright.generate.families.scan.config import ScanConfig
 from kernelwright.generate.families.scan.growing import broadcast_shape, candidates
 from kernelwright.generate.families.scan.matching import (
     exclusive_scan,
@@ -15,6 +16,7 @@ from kernelwright.generate.families.scan.writing import write
 from kernelwright.generate.graph import Node, ProblemGraph, node_inputs
 
 NAME = "scan"
+
 
 
 @register
@@ -52,7 +54,8 @@ class ScanFamily:
         # packs short rows); the defaults are leads until timed on the H200.
         shape, dim = group.detail["shape"], group.detail["dim"]
         if dim == len(shape) - 1:
-            return [{"BLOCK": b, "num_warps": w} for b, w in ((1024, 4), (2048, 8), (4096, 8), (4096, 16), (512, 4))]
+            return [ScanConfig(BLOCK=b, num_warps=w)
+                    for b, w in ((1024, 4), (2048, 8), (4096, 8), (4096, 16), (512, 4))]
         # Inner-dim scans: COLS neighbouring columns per program (>= 32 fp32 = one 128-byte line per row of the
         # tile); fewer columns give more programs when outer * inner is small.
         # The first two pipeline the loop's loads (base.loop_header): without, a program walking the 4096 steps of
@@ -60,9 +63,9 @@ class ScanFamily:
         # stages, 36 configurations, do_bench, run 47, H200, 2026-12-03), cumsum over dim 1 of [16, 4096, 1024]
         # fp32: BLOCK 2048, COLS 32, 4 warps 0.1741 -> 0.1506 ms with 3 stages (the best of the 36), 1024 x 32 with
         # 4 stages 0.1546; 8 warps and 64 columns were slower at every depth.
-        plain = [{"BLOCK": b, "COLS": c, "num_warps": w}
+        plain = [ScanConfig(BLOCK=b, COLS=c, num_warps=w)
                  for b, c, w in ((2048, 32, 4), (4096, 64, 8), (1024, 16, 4), (2048, 64, 4), (8192, 128, 8))]
-        return [{**plain[0], "stages": 3}, {"BLOCK": 1024, "COLS": 32, "num_warps": 4, "stages": 4}, *plain]
+        return [plain[0].replace(stages=3), ScanConfig(BLOCK=1024, COLS=32, num_warps=4, stages=4), *plain]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        return write(graph, group, config, ident)
+        return write(graph, group, ScanConfig.of(config), ident)

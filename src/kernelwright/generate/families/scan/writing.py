@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from kernelwright.generate import expr
 from kernelwright.generate.families import base
-from kernelwright.generate.families.base import Config, Group, Rendered
+from kernelwright.generate.families.base import Group, Rendered
+from kernelwright.generate.families.scan.config import ScanConfig
 from kernelwright.generate.families.scan.growing import constant_shapes
 from kernelwright.generate.families.scan.matching import out_dtype
 from kernelwright.generate.graph import ProblemGraph
@@ -13,14 +14,14 @@ from kernelwright.generate.graph import ProblemGraph
 _IDENTITY = {"cumsum": "0", "cumprod": "1"}
 
 
-def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write(graph: ProblemGraph, group: Group, config: ScanConfig, ident: str) -> Rendered:
     return _Writer(graph, group, config, ident).render()
 
 
 class _Writer:
     """Source for one scan group and one configuration."""
 
-    def __init__(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> None:
+    def __init__(self, graph: ProblemGraph, group: Group, config: ScanConfig, ident: str) -> None:
         self.graph, self.group, self.config, self.ident = graph, group, config, ident
         self.shape: tuple[int, ...] = tuple(group.detail["shape"])
         self.dim: int = group.detail["dim"]
@@ -259,8 +260,8 @@ class _Writer:
                 "    n_rows = math.prod(shape) // max(n_cols, 1)",
                 "    # The tile holds BLOCK elements: as many columns as the row has (up to BLOCK), and as many rows",
                 "    # as then fit, so short rows share a program.",
-                f"    block_n = min({config['BLOCK']}, triton.next_power_of_2(n_cols))",
-                f"    rows = min({config['BLOCK']} // block_n, triton.next_power_of_2(n_rows))",
+                f"    block_n = min({config.BLOCK}, triton.next_power_of_2(n_cols))",
+                f"    rows = min({config.BLOCK} // block_n, triton.next_power_of_2(n_rows))",
             ]
             args += ["n_rows", "n_cols"]
             grid = "(triton.cdiv(n_rows, rows),)"
@@ -270,15 +271,15 @@ class _Writer:
                 f"    n_outer, n_scan, n_inner = math.prod(shape[:{d}]), shape[{d}], math.prod(shape[{d + 1}:])",
                 "    # The tile holds BLOCK elements: up to COLS neighbouring columns (coalesced), and as many steps",
                 "    # of the scan as then fit.",
-                f"    block_i = min({config['COLS']}, triton.next_power_of_2(n_inner))",
-                f"    block_l = min({config['BLOCK']} // block_i, triton.next_power_of_2(n_scan))",
+                f"    block_i = min({config.COLS}, triton.next_power_of_2(n_inner))",
+                f"    block_l = min({config.BLOCK} // block_i, triton.next_power_of_2(n_scan))",
             ]
             args += ["n_outer", "n_scan", "n_inner"]
             grid = "(n_outer * triton.cdiv(n_inner, block_i),)"
             tile = "BLOCK_L=block_l, BLOCK_I=block_i"
         args += base.strided_args(self.strided)
         lines.append(f"    {kernel}[{grid}]({', '.join(args)}, {tile}, IDX64=math.prod(shape) >= 2**31, "
-                     f"num_warps={config['num_warps']})")
+                     f"num_warps={config.num_warps})")
         lines.append(f"    return ({outs},)")
         return lines
 
