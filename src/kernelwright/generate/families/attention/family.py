@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from kernelwright.generate.families.attention.config import AttentionConfig
 from kernelwright.generate.families.attention.growing import absorb
 from kernelwright.generate.families.attention.matching import HALF, SDPA_OPS, explicit, sdpa
 from kernelwright.generate.families.attention.writing import write
@@ -109,7 +110,7 @@ class AttentionFamily:
         spec = arch_spec(arch)
         smem_limit = spec.shared_memory_per_block_optin_bytes or spec.shared_memory_per_block_bytes
         max_threads = spec.max_threads_per_block
-        configs: list[Config] = []
+        configs: list[AttentionConfig] = []
         for (block_m, block_n, warps, stages), precision in zip(tiles, precisions):
             # Shared memory: q once, k and v per pipeline stage.
             smem = elem * (block_m * block_d + stages * block_n * (block_d + block_dv))
@@ -117,9 +118,8 @@ class AttentionFamily:
             regs = (block_m * block_dv + block_m * block_n) // (warps * 32)
             if smem > smem_limit or warps * 32 > max_threads or regs > 128:
                 continue
-            config = {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": stages}
-            if fp32:
-                config["input_precision"] = precision
+            config = AttentionConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages,
+                                     input_precision=precision if fp32 else None)
             if config not in configs:
                 configs.append(config)
         if not fp32 and has_tma(arch) and detail["batch_rank"] <= 2 and configs:
@@ -128,11 +128,11 @@ class AttentionFamily:
             # 2026-12-03), pointer -> TMA at 128 x 64, 4 warps, 3 stages: attention_sdpa_bf16 0.1859 -> 0.1873 ms,
             # attention_causal_fp16 0.1144 -> 0.1098; at 128 x 128, 8 warps TMA was the slowest of both (0.222,
             # 0.136). The winners were pointer tiles (128 x 64 with 8 warps: 0.1745; 64 x 64: 0.1014).
-            configs = [configs[0], {**configs[0], "variant": "tma"}, *configs[1:]]
+            configs = [configs[0], configs[0].replace(variant="tma"), *configs[1:]]
         return configs
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        return write(graph, group, config, ident)
+        return write(graph, group, AttentionConfig.of(config), ident)
 
 
 def _block_dim(size: int) -> int:

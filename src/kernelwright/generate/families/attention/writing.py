@@ -9,13 +9,14 @@ from collections.abc import Sequence
 import torch
 
 from kernelwright.generate import expr
-from kernelwright.generate.families.base import TMA_READY_SOURCE, Config, Group, Rendered
+from kernelwright.generate.families.attention.config import AttentionConfig
+from kernelwright.generate.families.base import TMA_READY_SOURCE, Group, Rendered
 from kernelwright.generate.graph import ProblemGraph
 
 LOG2E = 1.4426950408889634
 
 
-def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write(graph: ProblemGraph, group: Group, config: AttentionConfig, ident: str) -> Rendered:
     d = group.detail
     qk_dtype, v_dtype = d["qk_dtype"], d["v_dtype"]
     loaded = {name: graph.info(d[name]).dtype for name in ("q", "k", "v")}
@@ -23,7 +24,7 @@ def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rend
     def cast(name: str, target: torch.dtype) -> str:
         return "" if loaded[name] == target else f".to({_tl(target)})"
 
-    tma = config.get("variant", "pointer") == "tma"
+    tma = config.variant == "tma"
     inner = _inner_function(ident, k_cast=cast("k", qk_dtype), v_cast=cast("v", v_dtype),
                             qk_precision=_precision_arg(qk_dtype, config),
                             pv_precision=_precision_arg(v_dtype, config), p_dtype=_tl(v_dtype), causal=d["causal"],
@@ -39,10 +40,10 @@ def _tl(dtype: torch.dtype) -> str:
     return expr.TL_DTYPE[dtype]
 
 
-def _precision_arg(dtype: torch.dtype, config: Config) -> str:
+def _precision_arg(dtype: torch.dtype, config: AttentionConfig) -> str:
     if dtype != torch.float32:
         return ""
-    return f', input_precision="{config.get("input_precision", "ieee")}"'
+    return f', input_precision="{config.input_precision or "ieee"}"'
 
 
 def _indented(lines: Sequence[str]) -> list[str]:
@@ -183,7 +184,7 @@ def _kernel(ident: str, group: Group, *, q_cast: str, tma: bool = False) -> list
     ]
 
 
-def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str) -> list[str]:
+def _launcher(graph: ProblemGraph, group: Group, config: AttentionConfig, ident: str) -> list[str]:
     d = group.detail
     local_names = {"q_view", "k_view", "v_view", "o_view", "out", "batch", "shape", "seq_q", "seq_k", "head_dim",
                    "head_dim_v", "scale", "grid"}
@@ -222,10 +223,10 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str) -> 
         lines.append("    scale = head_dim ** -0.5")
     else:
         lines.append(f"    scale = {d['scale']!r}")
-    block_m, block_n = config["BLOCK_M"], config["BLOCK_N"]
+    block_m, block_n = config.BLOCK_M, config.BLOCK_N
     lines.append(f"    grid = (triton.cdiv(seq_q, {block_m}) * q_view.shape[0] * q_view.shape[1],)")
     tensors = "q_view, k_view, v_view"
-    if config.get("variant", "pointer") == "tma":
+    if config.variant == "tma":
         tensors = "q_desc, k_desc, v_desc"
         lines += [
             "    from triton.tools.tensor_descriptor import TensorDescriptor",
@@ -243,7 +244,7 @@ def _launcher(graph: ProblemGraph, group: Group, config: Config, ident: str) -> 
     lines.append(f"        BLOCK_M={block_m}, BLOCK_N={block_n}, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),")
     lines.append("        BLOCK_DV=max(16, triton.next_power_of_2(head_dim_v)), HEAD_DIM=head_dim, "
                  "HEAD_DIM_V=head_dim_v,")
-    lines.append(f"        num_warps={config['num_warps']}, num_stages={config['num_stages']})")
+    lines.append(f"        num_warps={config.num_warps}, num_stages={config.num_stages})")
     lines.append("    return (out,)")
     return lines
 
