@@ -15,7 +15,8 @@ from kernelwright.generate import expr
 from kernelwright.generate.cuda import gemm as cuda_gemm
 from kernelwright.generate.cuda import pointwise
 from kernelwright.generate.cuda.build import build_source, extension_name
-from kernelwright.generate.families.base import SM_COUNT_SOURCE, Config, Group, Rendered, has_feature
+from kernelwright.generate.families.base import SM_COUNT_SOURCE, Group, Rendered, has_feature
+from kernelwright.generate.families.gemm.config import GemmConfig
 from kernelwright.generate.families.gemm.matching import GLUE_RESHAPES
 from kernelwright.generate.families.gemm.model import GemmPlan
 from kernelwright.generate.families.gemm.writing import _ALIGNED, _K_MAJOR, _wrap, _Writer
@@ -39,33 +40,34 @@ def cuda_supported(graph: ProblemGraph, group: Group) -> str | None:
     if plan.indices:
         return "an epilogue operand computed from the tile's coordinates"
     try:
-        _CudaWriter(graph, group, {"variant": "mma_sync", "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2,
-                                   "GROUP_M": 8}, "probe").epilogue_cpp()
+        probe = GemmConfig(backend="cuda", variant="mma_sync", BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8,
+                           num_stages=2, num_warps=8, precision=str(plan.a.dtype).removeprefix("torch."))
+        _CudaWriter(graph, group, probe, "probe").epilogue_cpp()
     except expr.Unsupported as exc:
         return str(exc)
     return None
 
 
-def cuda_space(graph: ProblemGraph, group: Group, arch: str) -> list[dict[str, object]]:
+def cuda_space(graph: ProblemGraph, group: Group, arch: str) -> list[GemmConfig]:
     """The CUDA configurations of the group on ``arch``: wgmma where the arch has it, mma.sync where it has
     cp.async and ldmatrix (sm_80 on); none where :func:`cuda_supported` says why not."""
     if cuda_supported(graph, group) is not None:
         return []
     plan: GemmPlan = group.detail["gemm"]
-    configs: list[dict[str, object]] = []
+    configs: list[GemmConfig] = []
     for variant, bm, bn, stages in CUDA_TILES:
         if variant == "wgmma" and not all(has_feature(arch, f) for f in ("wgmma", "tma", "setmaxnreg")):
             continue
         if variant == "mma_sync" and not all(has_feature(arch, f) for f in ("cp.async", "ldmatrix", "bf16")):
             continue
-        configs.append({"backend": "cuda", "variant": variant, "BLOCK_M": bm, "BLOCK_N": bn,
-                        "BLOCK_K": 64 if variant == "wgmma" else 32, "GROUP_M": 8, "num_stages": stages,
-                        "num_warps": 12 if variant == "wgmma" else 8,
-                        "precision": str(plan.a.dtype).removeprefix("torch.")})
+        configs.append(GemmConfig(backend="cuda", variant=variant, BLOCK_M=bm, BLOCK_N=bn,
+                                  BLOCK_K=64 if variant == "wgmma" else 32, GROUP_M=8, num_stages=stages,
+                                  num_warps=12 if variant == "wgmma" else 8,
+                                  precision=str(plan.a.dtype).removeprefix("torch.")))
     return configs
 
 
-def write_cuda(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write_cuda(graph: ProblemGraph, group: Group, config: GemmConfig, ident: str) -> Rendered:
     return _CudaWriter(graph, group, config, ident).render()
 
 
@@ -115,11 +117,11 @@ class _CudaWriter(_Writer):
 
     def render(self) -> Rendered:
         plan, cfg, ident, L = self.plan, self.config, self.ident, self.local
-        variant = str(cfg.get("variant"))
+        variant = str(cfg.variant)
         pointers, ints = self.fields()
         source = cuda_gemm.gemm_source(
             ident, variant=variant, dtype=plan.a.dtype,
-            tile=(int(cfg["BLOCK_M"]), int(cfg["BLOCK_N"]), int(cfg["num_stages"]), int(cfg["GROUP_M"])),
+            tile=(cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_stages, cfg.GROUP_M),
             pointers=pointers, ints=ints, epilogue=self.epilogue_cpp(), helpers=pointwise.HELPERS)
         for text in (source.cpp, source.cuda):
             if "'''" in text:
@@ -167,6 +169,6 @@ class _CudaWriter(_Writer):
             "    )",
             f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)",
         ]
-        notes = (f"{plan.anchor}: CUDA C++ {variant} {cfg['BLOCK_M']}x{cfg['BLOCK_N']} tiles, "
-                 f"{cfg['num_stages']} stages, {cfg['precision']} operands K-major",)
+        notes = (f"{plan.anchor}: CUDA C++ {variant} {cfg.BLOCK_M}x{cfg.BLOCK_N} tiles, "
+                 f"{cfg.num_stages} stages, {cfg.precision} operands K-major",)
         return Rendered(source="\n".join(lines), launcher=ident, notes=notes)

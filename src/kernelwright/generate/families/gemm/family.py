@@ -18,6 +18,7 @@ from kernelwright.generate.families.base import (
     make_group,
     sm_count,
 )
+from kernelwright.generate.families.gemm.config import GemmConfig
 from kernelwright.generate.families.gemm.cuda import cuda_space, write_cuda
 from kernelwright.generate.families.gemm.growing import grow
 from kernelwright.generate.families.gemm.matching import ANCHORS, match_matmul
@@ -101,7 +102,7 @@ def _wide_first(entries: tuple[tuple[int, ...], ...], graph: ProblemGraph, plan:
     return (*wide, *(e for e in entries if e[:2] != (128, 256)))
 
 
-def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[dict[str, object]]:
+def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[GemmConfig]:
     """The half-precision configurations: where the arch has the tensor-memory accelerator, every tile as the TMA
     variant (descriptor loads, a persistent grid), the first also four stages deep with Triton's warp
     specialisation, then the first two as the cp.async one.
@@ -116,8 +117,8 @@ def _half_space(entries: tuple[tuple[int, ...], ...], arch: str) -> list[dict[st
     pointer = [_config(e, "native") for e in entries]
     if not has_tma(arch):
         return pointer
-    tma = [{**c, "variant": "tma"} for c in pointer]
-    deep = {**tma[0], "num_stages": 4, "warp_specialize": True}
+    tma = [c.replace(variant="tma") for c in pointer]
+    deep = tma[0].replace(num_stages=4, warp_specialize=True)
     return [tma[0], deep, *tma[1:], *pointer[:2]]
 
 
@@ -137,34 +138,34 @@ def _mkn(plan: GemmPlan) -> tuple[int, int, int]:
     return m, k, n
 
 
-def _split_k_first(configs: list[dict[str, object]], plan: GemmPlan, arch: str) -> list[dict[str, object]]:
+def _split_k_first(configs: list[GemmConfig], plan: GemmPlan, arch: str) -> list[GemmConfig]:
     if plan.batched:
         return configs
     m, k, n = _mkn(plan)
-    pointer = next((c for c in configs if c.get("variant", "pointer") == "pointer"), None)
+    pointer = next((c for c in configs if (c.variant or "pointer") == "pointer"), None)
     if pointer is None:
         return configs
     sms = sm_count(arch)
     if -(-m // 64) * -(-n // 64) >= sms:  # 64 x 64 tiles already fill the SMs: the space's own small tiles will
         return configs
-    split: list[dict[str, object]] = []
-    small = {**pointer, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}  # 64 x 64: one warpgroup
+    split: list[GemmConfig] = []
+    small = pointer.replace(BLOCK_M=64, BLOCK_N=64, num_warps=4)  # 64 x 64: one warpgroup
     order = [(pointer, 1), (small, 2)]
-    if m < int(pointer["BLOCK_M"]) or n < int(pointer["BLOCK_N"]):  # the big tile would be mostly masked
+    if m < pointer.BLOCK_M or n < pointer.BLOCK_N:  # the big tile would be mostly masked
         order.reverse()
     for tile, per_sm in order:
-        tiles = -(-m // int(tile["BLOCK_M"])) * -(-n // int(tile["BLOCK_N"]))
-        steps = -(-k // int(tile["BLOCK_K"]))
+        tiles = -(-m // tile.BLOCK_M) * -(-n // tile.BLOCK_N)
+        steps = -(-k // tile.BLOCK_K)
         if tiles >= sms or steps < _SPLIT_MIN_K_STEPS:
             continue
         shares = 1 << max(1, (per_sm * sms // tiles).bit_length() - 1)  # a power of two, at least 2
         shares = min(shares, steps // 16, 256)  # each share at least 16 K steps
         if shares >= 2:
-            split.append({**tile, "split_k": shares})
+            split.append(tile.replace(split_k=shares))
     return [*split, *configs]
 
 
-def _tf32x3_space(arch: str, plan: GemmPlan) -> list[dict[str, object]]:
+def _tf32x3_space(arch: str, plan: GemmPlan) -> list[GemmConfig]:
     """fp32 at TF32 tensor-core speed and fp32 accuracy: 3xTF32 with both operands K-major (the copy where they are
     not is the launcher's), B's tile loaded N x K; where the arch has TMA, the first tile again through tensor
     descriptors (B's over its K-major transpose). Only where the arch has TF32 tensor cores (sm_80 on).
@@ -175,25 +176,25 @@ def _tf32x3_space(arch: str, plan: GemmPlan) -> list[dict[str, object]]:
     the pointer form (its K padded to 16) elsewhere."""
     if not has_feature(arch, "tf32"):
         return []
-    pointer = [{**_config(c, "tf32x3"), "kmajor": True, "b_tile": "nk"} for c in _TF32X3_CONFIGS]
+    pointer = [_config(c, "tf32x3").replace(kmajor=True, b_tile="nk") for c in _TF32X3_CONFIGS]
     if not has_tma(arch):
         return pointer
-    tma = {**_config(_TF32X3_CONFIGS[0], "tf32x3"), "kmajor": True, "variant": "tma"}
+    tma = _config(_TF32X3_CONFIGS[0], "tf32x3").replace(kmajor=True, variant="tma")
     if all(size % 16 == 0 for size in _mkn(plan)):
         return [tma, *pointer]
     return [pointer[0], tma, *pointer[1:]]
 
 
-def _config(entry: tuple[int, ...], precision: str) -> dict[str, object]:
+def _config(entry: tuple[int, ...], precision: str) -> GemmConfig:
     bm, bn, bk, group_m, stages, warps = entry
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "num_stages": stages,
-            "num_warps": warps, "precision": precision}
+    return GemmConfig(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, num_stages=stages, num_warps=warps,
+                      precision=precision)
 
 
-def smem_bytes(config: Config, itemsize: int) -> int:
+def smem_bytes(config: GemmConfig, itemsize: int) -> int:
     """Shared memory the K loop's operand stages take: stages x (A tile + B tile)."""
-    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-    return int(config["num_stages"]) * (bm * bk + bk * bn) * itemsize
+    bm, bn, bk = config.BLOCK_M, config.BLOCK_N, config.BLOCK_K
+    return config.num_stages * (bm * bk + bk * bn) * itemsize
 
 
 @register
@@ -218,12 +219,12 @@ class GemmFamily:
             # and a first build of each takes a minute (torch's headers); ``--backend cuda`` puts them alone.
             configs = _half_space(_wide_first(_HALF_CONFIGS, graph, plan, arch), arch) + cuda_space(graph, group, arch)
         elif policy.allow_tf32:
-            configs = [_config(c, "tf32") for c in _TF32_CONFIGS] + [{**_config(_FP32_CONFIGS[0], "ieee"),
-                                                                      "b_copy": True}]
+            configs = [_config(c, "tf32") for c in _TF32_CONFIGS] + [_config(_FP32_CONFIGS[0], "ieee").replace(
+                b_copy=True)]
         else:
             configs = _tf32x3_space(arch, plan)
             # The FMA dot: a K-major B (nn.Linear's weight) copied N-major first (writing.py has the figures).
-            configs += [{**_config(c, "ieee"), "b_copy": True} for c in _FP32_CONFIGS]
+            configs += [_config(c, "ieee").replace(b_copy=True) for c in _FP32_CONFIGS]
         configs = _split_k_first(configs, plan, arch)
         itemsize = max(plan.a.load_dtype.itemsize, plan.b.load_dtype.itemsize, plan.a.dtype.itemsize)
         limit = _smem_limit(arch)
@@ -231,10 +232,11 @@ class GemmFamily:
         if fitting:
             return fitting
         smallest = min(configs, key=lambda c: smem_bytes(c, itemsize))
-        return [{**smallest, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 2, "num_warps": 4}]
+        return [smallest.replace(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_stages=2, num_warps=4)]
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        if config.get("backend") == "cuda":
+        config = GemmConfig.of(config)
+        if config.backend == "cuda":
             return write_cuda(graph, group, config, ident)
         return write(graph, group, config, ident)
 

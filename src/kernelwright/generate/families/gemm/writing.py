@@ -11,11 +11,11 @@ from kernelwright.generate import expr
 from kernelwright.generate.families.base import (
     SM_COUNT_SOURCE,
     TMA_READY_SOURCE,
-    Config,
     Group,
     Rendered,
     load_line,
 )
+from kernelwright.generate.families.gemm.config import GemmConfig
 from kernelwright.generate.families.gemm.matching import GLUE_RESHAPES
 from kernelwright.generate.families.gemm.model import Atom, Dim, GemmPlan, Operand, dim_size
 from kernelwright.generate.graph import ProblemGraph
@@ -31,7 +31,7 @@ _GRID_Y_MAX = 65535  # CUDA's limit on the second grid axis (the batch)
 _PAD_MIN_MACS = 2**24
 
 
-def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write(graph: ProblemGraph, group: Group, config: GemmConfig, ident: str) -> Rendered:
     return _Writer(graph, group, config, ident).render()
 
 
@@ -111,7 +111,7 @@ def {ident}_k_major(a, b, pad):
 
 
 class _Writer:
-    def __init__(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> None:
+    def __init__(self, graph: ProblemGraph, group: Group, config: GemmConfig, ident: str) -> None:
         self.graph, self.group, self.config, self.ident = graph, group, config, ident
         self.plan: GemmPlan = group.detail["gemm"]
         taken = set(group.inputs)
@@ -158,12 +158,12 @@ class _Writer:
     def render(self) -> Rendered:
         plan, cfg = self.plan, self.config
         kernel = f"{self.ident}_kernel"
-        variant = cfg.get("variant", "pointer")
-        if variant not in ("pointer", "tma"):
+        variant = cfg.variant or "pointer"
+        if variant not in ("pointer", "tma"):  # the CUDA variants are cuda.py's
             raise ValueError(f"gemm config variant={variant!r}: use 'pointer' (cp.async loads, a program a tile) "
                              "or 'tma' (tensor-descriptor loads, a persistent grid)")
         tma = variant == "tma"
-        split = int(cfg.get("split_k") or 1) > 1
+        split = (cfg.split_k or 1) > 1
         if split and (tma or plan.batched):
             raise ValueError("gemm config split_k: only the pointer variant of an unbatched GEMM splits K")
         lines = ["@triton.jit", f"def {kernel}("]
@@ -181,17 +181,17 @@ class _Writer:
         else:
             lines += [f"    {line}" for line in (*self.main_loop(), *self.epilogue())]
         lines += ["", "", *_ALIGNED.format(ident=self.ident).splitlines(), "", ""]
-        if cfg.get("kmajor"):
+        if cfg.kmajor:
             lines += [*_K_MAJOR.format(ident=self.ident).splitlines(), "", ""]
         if tma:
             lines += [*TMA_READY_SOURCE.format(ident=self.ident).splitlines(), "", "",
                       *SM_COUNT_SOURCE.format(ident=self.ident).splitlines(), "", ""]
         lines += self.launcher(kernel, tma, split)
-        dot = cfg["precision"] if plan.a.dtype == torch.float32 else str(plan.a.dtype).removeprefix("torch.")
-        notes = (f"{plan.anchor}: {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} tiles, {dot} dot"
-                 + (", operands K-major" if cfg.get("kmajor") else "")
+        dot = cfg.precision if plan.a.dtype == torch.float32 else str(plan.a.dtype).removeprefix("torch.")
+        notes = (f"{plan.anchor}: {cfg.BLOCK_M}x{cfg.BLOCK_N}x{cfg.BLOCK_K} tiles, {dot} dot"
+                 + (", operands K-major" if cfg.kmajor else "")
                  + (", TMA loads, persistent grid" if tma else "")
-                 + (f", K split in up to {cfg['split_k']} shares" if split else ""),)
+                 + (f", K split in up to {cfg.split_k} shares" if split else ""),)
         return Rendered(source="\n".join(lines), launcher=self.ident, notes=notes)
 
     def kernel_params(self, tma: bool = False) -> list[str]:
@@ -290,8 +290,8 @@ class _Writer:
                      "k_len = tl.minimum(K - k_lo, K_SPLIT).to(tl.int32)"]
         cast_a = "" if plan.a.load_dtype == plan.a.dtype else f".to({expr.TL_DTYPE[plan.a.dtype]})"
         cast_b = "" if plan.b.load_dtype == plan.b.dtype else f".to({expr.TL_DTYPE[plan.b.dtype]})"
-        precision = f', input_precision="{self.config["precision"]}"' if plan.a.dtype == torch.float32 else ""
-        b_tile = self.config.get("b_tile", "kn")
+        precision = f', input_precision="{self.config.precision}"' if plan.a.dtype == torch.float32 else ""
+        b_tile = self.config.b_tile or "kn"
         if b_tile not in ("kn", "nk"):
             raise ValueError(f"gemm config b_tile={b_tile!r}: use 'kn' (B's tile K x N) or 'nk' (N x K, transposed)")
         if b_tile == "nk":
@@ -329,14 +329,14 @@ class _Writer:
         plan = self.plan
         cast_a = "" if plan.a.load_dtype == plan.a.dtype else f".to({expr.TL_DTYPE[plan.a.dtype]})"
         cast_b = "" if plan.b.load_dtype == plan.b.dtype else f".to({expr.TL_DTYPE[plan.b.dtype]})"
-        precision = f', input_precision="{self.config["precision"]}"' if plan.a.dtype == torch.float32 else ""
+        precision = f', input_precision="{self.config.precision}"' if plan.a.dtype == torch.float32 else ""
         lead, shape_a, shape_b, shape_at, shape_bt = "", "", "", "", ""
         if plan.batched:  # rank-3 descriptors: a [1, rows, cols] box of the batch's matrix
             lead = "bid32, "
             shape_a, shape_at = ".reshape(BLOCK_M, BLOCK_K)", ".reshape(BLOCK_K, BLOCK_M)"
             shape_b, shape_bt = ".reshape(BLOCK_K, BLOCK_N)", ".reshape(BLOCK_N, BLOCK_K)"
-        ws = ", warp_specialize=True" if self.config.get("warp_specialize") else ""
-        flatten = ", flatten=True" if self.config.get("flatten", True) else ""
+        ws = ", warp_specialize=True" if self.config.warp_specialize else ""
+        flatten = ", flatten=True" if self.config.flatten is not False else ""
         body = [
             "num_pid_m = tl.cdiv(M, BLOCK_M)",
             "num_pid_n = tl.cdiv(N, BLOCK_N)",
@@ -490,7 +490,7 @@ class _Writer:
             lines += [f"    {m}, {k} = {a}.shape",
                       f"    {n} = {b}.shape[1]",
                       f'    assert {b}.shape[0] == {k}, "mm: the inner dimensions differ"']
-        if cfg.get("kmajor"):
+        if cfg.kmajor:
             # 3xTF32 on wgmma reads both tiles K-major (TF32 operands have no transposed form): an operand laid out
             # otherwise is copied K-major once, in this forward's time (gemm/family.py has the figures).
             # Descriptors fill a tile's out-of-bounds K with zeros: the TMA kernel has no K mask to keep in runs.
@@ -498,9 +498,9 @@ class _Writer:
         if tma:  # descriptors need 16-byte rows: a layout that has none is copied, whatever the size
             lines += [f"    {a}, a_t = {self.ident}_tma_ready({a}, True)",
                       f"    {b}, b_t = {self.ident}_tma_ready({b}, True)"]
-        elif not cfg.get("kmajor"):
+        elif not cfg.kmajor:
             lines.append(f"    if {macs} >= {_PAD_MIN_MACS}:  # big enough that copying an unaligned operand pays")
-            if cfg.get("b_copy"):
+            if cfg.b_copy:
                 # B copied N-major where it is not (nn.Linear's weight, read as w.t()): the FMA dot reads a
                 # K-major B tile far slower (linear_relu fp32 4096^3 6.21 ms against matmul_fp32's 3.17 at the
                 # same tile, run 33, H200, 2026-12-02; loading it N x K and transposing in the kernel changed
@@ -516,9 +516,9 @@ class _Writer:
                          f"dtype={graph.info(o).dtype}, device={plan.a.source}.device)")
         operand_args = [*(v if self.modes[v][0] == "scalar" else f"{v}_tile" for v in self.operands),
                         *(f"out_{o}" for o in self.outputs)]
-        consts = (f"BLOCK_M={cfg['BLOCK_M']}, BLOCK_N={cfg['BLOCK_N']}, BLOCK_K={cfg['BLOCK_K']}, "
-                  f"GROUP_M={cfg['GROUP_M']}, num_warps={cfg['num_warps']}, num_stages={cfg['num_stages']}")
-        tiles = f"triton.cdiv({m}, {cfg['BLOCK_M']}) * triton.cdiv({n}, {cfg['BLOCK_N']})"
+        consts = (f"BLOCK_M={cfg.BLOCK_M}, BLOCK_N={cfg.BLOCK_N}, BLOCK_K={cfg.BLOCK_K}, "
+                  f"GROUP_M={cfg.GROUP_M}, num_warps={cfg.num_warps}, num_stages={cfg.num_stages}")
+        tiles = f"triton.cdiv({m}, {cfg.BLOCK_M}) * triton.cdiv({n}, {cfg.BLOCK_N})"
         if tma:
             lines += self.tma_launch(kernel, operand_args, stride_args, consts, tiles)
             lines.append(f"    return ({', '.join(f'out_{o}' for o in self.outputs)},)")
@@ -556,9 +556,9 @@ class _Writer:
         cfg, L = self.config, self.local
         a, b, m, n, k = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"]
         ws, n_split, k_split = L["ws"], L["n_split"], L["k_split"]
-        bk = cfg["BLOCK_K"]
+        bk = cfg.BLOCK_K
         return [
-            f"    {n_split} = max(1, min({cfg['split_k']}, triton.cdiv({k}, 4 * {bk}), (64 << 20) // max(1, {m} * {n})))",
+            f"    {n_split} = max(1, min({cfg.split_k}, triton.cdiv({k}, 4 * {bk}), (64 << 20) // max(1, {m} * {n})))",
             f"    {k_split} = max(1, triton.cdiv(triton.cdiv({k}, {n_split}), {bk})) * {bk}",
             f"    {n_split} = max(1, triton.cdiv({k}, {k_split}))",
             f"    {ws} = torch.empty(({n_split}, {m}, {n}), dtype=torch.float32, device={a}.device)",
@@ -568,7 +568,7 @@ class _Writer:
             "    )",
             f"    {self.ident}_splitk_epilogue[({tiles},)](",
             *_wrap([ws, *operand_args, m, n, f"{m} * {n}", n_split, *stride_args], "        "),
-            f"        BLOCK_M={cfg['BLOCK_M']}, BLOCK_N={cfg['BLOCK_N']}, num_warps={cfg['num_warps']},",
+            f"        BLOCK_M={cfg.BLOCK_M}, BLOCK_N={cfg.BLOCK_N}, num_warps={cfg.num_warps},",
             "    )",
         ]
 
@@ -576,7 +576,7 @@ class _Writer:
                    tiles: str) -> list[str]:
         plan, cfg, L = self.plan, self.config, self.local
         a, b, m, n, k, batch = L["mat_a"], L["mat_b"], L["M"], L["N"], L["K"], L["batch"]
-        bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+        bm, bn, bk = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K
         one = "1, " if plan.batched else ""
         count = f"{batch} * {tiles}" if plan.batched else tiles
         lines = [
