@@ -43,3 +43,36 @@ def test_the_record_reads_as_the_mapping_of_its_set_fields_in_field_order():
         lanes["variant"]
     with pytest.raises(ConfigError):
         lanes.replace(variant="diag")
+
+
+def test_a_convolution_variant_refuses_a_record_without_its_settings():
+    from kernelwright.generate.families.conv.config import ConvConfig
+
+    assert ConvConfig(variant="library", BLOCK=1024, num_warps=4)["variant"] == "library"
+    with pytest.raises(ConfigError, match="variant 'implicit_gemm' needs layout, precision"):
+        ConvConfig(variant="implicit_gemm", BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, num_warps=4, num_stages=2)
+    with pytest.raises(ConfigError, match="'winograd' is not one of"):
+        ConvConfig(variant="winograd", BLOCK=1024, num_warps=4)  # once rendered as an implicit GEMM, silently
+
+
+def test_every_typed_family_lists_its_own_records(tmp_path):
+    """Over suite problems of the typed families: each configuration a space lists is its record (not a dict)."""
+    from pathlib import Path
+
+    from kernelwright.generate.families.config import FamilyConfig
+    from kernelwright.generate.graph import capture
+    from kernelwright.generate.plan import load_families, plan
+
+    typed = {"pointwise", "batchnorm", "pool", "scan", "recurrent", "attention", "gemm", "conv"}
+    families = {f.name: f for f in load_families()}
+    problems = Path(__file__).resolve().parents[2] / "problems"
+    seen = set()
+    for name in ("gelu_mul", "matmul_fp32", "bmm_fp16", "conv2d_bias_relu", "conv2d_bn_relu_bf16", "cumsum_dim1",
+                 "attention_sdpa_bf16"):
+        the_plan = plan(capture(problems / f"{name}.py"))
+        for group in the_plan.groups:
+            if group.family in typed:
+                space = families[group.family].space(the_plan.graph, group, "sm_90a")
+                assert all(isinstance(c, FamilyConfig) for c in space), (name, group.family)
+                seen.add(group.family)
+    assert seen >= {"pointwise", "gemm", "conv", "scan", "attention"}

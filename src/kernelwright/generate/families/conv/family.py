@@ -15,6 +15,7 @@ from kernelwright.generate.families.base import (
     has_tma,
     make_group,
 )
+from kernelwright.generate.families.conv.config import ConvConfig
 from kernelwright.generate.families.conv.growing import absorb_epilogue
 from kernelwright.generate.families.conv.matching import match_convolution, roles
 from kernelwright.generate.families.conv.writing import write
@@ -40,17 +41,15 @@ class ConvFamily:
     def space(self, graph: ProblemGraph, group: Group, arch: str, policy: Policy = DEFAULT_POLICY) -> list[Config]:
         group_roles = roles(group)
         dtype = graph.info(group_roles.conv).dtype
-        configs: list[Config] = []
+        configs: list[ConvConfig] = []
         weight = graph.info(group_roles.weight).shape
         if not group_roles.transposed and group_roles.groups > 1 and weight[1] == 1:
             # Depthwise: the implicit GEMM's K block (16, the least tl.dot takes) would hold one channel and 15
             # masked ones, and ran level 3's MobileNet and EfficientNet blocks too slowly for the CPU proof
             # (2026-12-02). The direct kernel does the taps x 1 multiply-adds a pixel needs. Leads, not yet timed
             # on the H200: the tuner weighs them against the other variants.
-            configs += [{"variant": "direct", "BLOCK": 1024, "num_warps": 4},
-                        {"variant": "direct", "BLOCK": 256, "num_warps": 2},
-                        {"variant": "direct", "BLOCK": 2048, "num_warps": 8}]
-        nhwc: list[Config] = []
+            configs += [ConvConfig(variant="direct", BLOCK=b, num_warps=w) for b, w in ((1024, 4), (256, 2), (2048, 8))]
+        nhwc: list[ConvConfig] = []
         if (group_roles.bn is not None or group_roles.pointwise) and len(weight) in (4, 5):
             # The library convolution on channels-last tensors (the input's copy our own kernel), its output read
             # channels-last by our epilogue (pixels x channels tiles) and written NCHW. On the H200 (runs 43, 47,
@@ -60,8 +59,7 @@ class ConvFamily:
             # channels-last ones at 0.1945, not understood), and 0.1098 through the verifier (run 48, 1.09x
             # max-autotune) — first for half-precision 2-D convolutions (the other tile last). fp32, 3-D, grouped and
             # transposed ones not yet timed: both last there.
-            nhwc = [{"variant": "library_nhwc", "BLOCK_P": 64, "BLOCK_C": 64, "num_warps": 4},
-                    {"variant": "library_nhwc", "BLOCK_P": 128, "BLOCK_C": 32, "num_warps": 4}]
+            nhwc = [ConvConfig(variant="library_nhwc", BLOCK_P=p, BLOCK_C=c, num_warps=4) for p, c in ((64, 64), (128, 32))]
         if group_roles.bn is not None or group_roles.pointwise:
             # The epilogue pass is memory-bound: one (image, channel) plane per program row, BLOCK pixels each.
             # Not for a bias alone: the library's convolution would then do all the reference does (the verifier
@@ -70,7 +68,7 @@ class ConvFamily:
             if (dtype != torch.float32 and nhwc and len(weight) == 4 and group_roles.groups == 1
                     and not group_roles.transposed):
                 configs.append(nhwc.pop(0))
-            configs.append({"variant": "library", "BLOCK": 1024, "num_warps": 4})
+            configs.append(ConvConfig(variant="library", BLOCK=1024, num_warps=4))
         if (dtype != torch.float32 and has_tma(arch) and not group_roles.transposed and group_roles.groups == 1
                 and all(st == 1 for st in group_roles.stride)):
             # Stride 1: a tap's input pixels for a tile of output pixels are one box of the channels-last input,
@@ -79,17 +77,17 @@ class ConvFamily:
             # 3 x 3): TMA 0.2217 / 0.2186 ms (the two tiles below), the pointer implicit GEMM 0.2158-0.2759, cuDNN
             # with our epilogue pass 0.1507 — about 180 TFLOP/s, a third of the GEMM template's rate: not yet
             # understood (the 4-D box reshaped for the dot is the first suspect). After the library variant.
-            configs += [{"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8,
-                         "num_stages": 3, "precision": "half"},
-                        {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4,
-                         "num_stages": 4, "precision": "half"},
+            configs += [ConvConfig(variant="tma", BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3,
+                                   precision="half"),
+                        ConvConfig(variant="tma", BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4,
+                                   precision="half"),
                         # 64 output pixels a tile: a box of one row ([1, 1, 64, BLOCK_K]) — one non-unit dimension
                         # before the channels, as the batched GEMM's fast rank-3 boxes — against the two of the
                         # 128-pixel tiles' [1, 2, 64, BLOCK_K] (64-wide images). Leads, not yet timed.
-                        {"variant": "tma", "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4,
-                         "num_stages": 4, "precision": "half"},
-                        {"variant": "tma", "BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8,
-                         "num_stages": 3, "precision": "half"}]
+                        ConvConfig(variant="tma", BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4,
+                                   precision="half"),
+                        ConvConfig(variant="tma", BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3,
+                                   precision="half")]
         # Channels-last first where a group has the channels to fill a K block (a transposed one's weight is
         # [C_in, C_out / groups, *taps]); NCHW first with fewer.
         wide = (weight[0] // group_roles.groups if group_roles.transposed else weight[1]) >= 16
@@ -125,10 +123,10 @@ class ConvFamily:
         for bm, bn, bk, warps, stages, layout, precision in tiles:
             if (bm * bk + bk * bn) * dtype.itemsize * stages > limit:
                 continue
-            configs.append({"variant": "implicit_gemm", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-                            "num_warps": warps, "num_stages": stages, "layout": layout, "precision": precision,
-                            **({"w_kmajor": True} if precision == "tf32x3" else {})})
+            configs.append(ConvConfig(variant="implicit_gemm", BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
+                                      num_stages=stages, layout=layout, precision=precision,
+                                      w_kmajor=True if precision == "tf32x3" else None))
         return configs + nhwc
 
     def render(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
-        return write(graph, group, config, ident)
+        return write(graph, group, ConvConfig.of(config), ident)

@@ -11,7 +11,8 @@ import torch
 
 from kernelwright.generate import expr
 from kernelwright.generate.families import base
-from kernelwright.generate.families.base import Config, Group, Rendered
+from kernelwright.generate.families.base import Group, Rendered
+from kernelwright.generate.families.conv.config import ConvConfig
 from kernelwright.generate.families.conv.matching import roles
 from kernelwright.generate.families.conv.spatial import (
     Spatial,
@@ -29,9 +30,9 @@ from kernelwright.generate.graph import ProblemGraph
 from kernelwright.generate.operators import CONSTANTS
 
 
-def write(graph: ProblemGraph, group: Group, config: Config, ident: str) -> Rendered:
+def write(graph: ProblemGraph, group: Group, config: ConvConfig, ident: str) -> Rendered:
     renderer = _Renderer(graph, group, config, ident)
-    variant = config["variant"]
+    variant = config.variant
     if variant == "tma":
         return renderer.tma_gemm()
     if variant == "library_nhwc":
@@ -47,7 +48,7 @@ UNROLLED_TAPS = 64
 class _Renderer:
     """Source for one convolution group and one configuration."""
 
-    def __init__(self, graph: ProblemGraph, group: Group, config: Config, ident: str) -> None:
+    def __init__(self, graph: ProblemGraph, group: Group, config: ConvConfig, ident: str) -> None:
         self.graph, self.group, self.config, self.ident = graph, group, config, ident
         self.roles = roles(group)
         self.shape: tuple[int, ...] = tuple(group.detail["shape"])
@@ -221,7 +222,7 @@ class _Renderer:
         src.append(f"    conv_out = conv_out.contiguous()  # {sp.layout} (a no-op for {sp.layout} inputs)")
         src += base.operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
-        block = self.config["BLOCK"]
+        block = self.config.BLOCK
         n_pixels = " * ".join(sp.out_names)
         src.append(f"    block = min({block}, max(triton.next_power_of_2({n_pixels}), 128))")
         args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", n_pixels]
@@ -229,7 +230,7 @@ class _Renderer:
         args += [f"*{v}.stride()" for v in strided]
         src.append(f"    {kernel}[(batch * out_channels, triton.cdiv({n_pixels}, block))]({', '.join(args)}, "
                    "BLOCK=block, "
-                   f"IDX64=conv_out.numel() >= 2**31, num_warps={self.config['num_warps']})")
+                   f"IDX64=conv_out.numel() >= 2**31, num_warps={self.config.num_warps})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return Rendered(source="\n".join(src), launcher=ident, notes=("library convolution + own epilogue",))
 
@@ -280,13 +281,13 @@ class _Renderer:
         src += base.operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         n_pixels = " * ".join(sp.out_names)
-        src += [f"    block_p = min({self.config['BLOCK_P']}, max(triton.next_power_of_2({n_pixels}), 16))",
-                f"    block_c = min({self.config['BLOCK_C']}, triton.next_power_of_2(out_channels))"]
+        src += [f"    block_p = min({self.config.BLOCK_P}, max(triton.next_power_of_2({n_pixels}), 16))",
+                f"    block_c = min({self.config.BLOCK_C}, triton.next_power_of_2(out_channels))"]
         args = [*tensors, *(f"out_{o}" for o in self.group.outputs), "out_channels", *sp.out_names]
         args += [f"*{v}.stride()" for v in strided]
         src.append(f"    {kernel}[(batch * triton.cdiv(out_channels, block_c) * triton.cdiv({n_pixels}, block_p),)]("
                    f"{', '.join(args)}, BLOCK_P=block_p, BLOCK_C=block_c, IDX64=conv_out.numel() >= 2**31, "
-                   f"num_warps={self.config['num_warps']})")
+                   f"num_warps={self.config.num_warps})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return Rendered(source="\n".join(src), launcher=ident,
                         notes=("library convolution on channels-last tensors + own transposing epilogue",))
@@ -341,7 +342,7 @@ class _Renderer:
         src += base.operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
         n_pixels = " * ".join(sp.out_names)
-        block = self.config["BLOCK"]
+        block = self.config.BLOCK
         src += [f"    block_p = min({block}, max(triton.next_power_of_2({n_pixels}), 16))",
                 f"    block_c = min(triton.next_power_of_2(out_channels), max(1, {block} // block_p))  # small images: "
                 "several channels a program"]
@@ -353,7 +354,7 @@ class _Renderer:
         tap_args = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
         src.append(f"    {kernel}[(batch * triton.cdiv(out_channels, block_c) * triton.cdiv({n_pixels}, block_p),)]("
                    f"{', '.join(args)}, {tap_args}, BLOCK_P=block_p, BLOCK_C=block_c, IDX64={big}, "
-                   f"num_warps={self.config['num_warps']})")
+                   f"num_warps={self.config.num_warps})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return Rendered(source="\n".join(src), launcher=ident, notes=("direct depthwise convolution",))
 
@@ -374,7 +375,7 @@ class _Renderer:
             params += [f"stride_{v}_{d}" for d in range(len(self.shape))]
         params += [f"{k}: tl.constexpr" for k in sp.tap_sizes]
         params += ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "IDX64: tl.constexpr"]
-        body = transposed_main_loop(r, sp, precision=self.config["precision"], grouped=self.grouped,
+        body = transposed_main_loop(r, sp, precision=self.config.precision, grouped=self.grouped,
                                     head=self._gemm_head(count="n_q")) if r.transposed else self._gemm_main_loop()
         body += self._tile_epilogue(image="img[:, None]", channels="offs_n", rows="m_mask", cols="n_mask",
                                     mask="dst_mask", flat="dst")
@@ -430,10 +431,10 @@ class _Renderer:
         """The kernel up to the accumulated tile and its output offsets: the K loop walks the filter taps and,
         inside each tap, the (group's) input channels BLOCK_K at a time."""
         r, sp = self.roles, self.spatial
-        if self.config["precision"] == "half":
+        if self.config.precision == "half":
             dot = "acc = tl.dot(a, b, acc)"
         else:
-            dot = f'acc = tl.dot(a, b, acc, input_precision="{self.config["precision"]}")'
+            dot = f'acc = tl.dot(a, b, acc, input_precision="{self.config.precision}")'
         starts = [f"{c}0" for c in sp.in_coords]
         body = self._gemm_head() + ["img = offs_m // n_pix", "pix = offs_m % n_pix"]
         body += unflatten("pix", sp.coords, sp.out_sizes)
@@ -458,7 +459,7 @@ class _Renderer:
         r, config, sp = self.roles, self.config, self.spatial
         x, wt = r.x, r.weight
         src = []
-        if config["layout"] == "nhwc":  # channels-last, whatever the rank
+        if config.layout == "nhwc":  # channels-last, whatever the rank
             if sp.rank == 1:
                 src.append(f"    {x} = {x}.transpose(1, 2).contiguous().transpose(1, 2)  # patch loads along "
                            "channels")
@@ -467,8 +468,8 @@ class _Renderer:
                 src.append(f"    {x} = {x}.contiguous(memory_format=torch.{memory_format})  # patch loads along "
                            "channels")
         if r.transposed:
-            src.append(transposed_weight_line(r, sp, kmajor=bool(config.get("w_kmajor"))))
-        elif config.get("w_kmajor"):  # 3xTF32: wgmma reads TF32 operands K-major only (conv/family.py)
+            src.append(transposed_weight_line(r, sp, kmajor=bool(config.w_kmajor)))
+        elif config.w_kmajor:  # 3xTF32: wgmma reads TF32 operands K-major only (conv/family.py)
             order = ", ".join(map(str, [*sp.dims(), 0, 1]))
             src.append(f"    weight_t = {wt}.permute({order}).contiguous()  # [{', '.join(sp.taps)}, c_out, c_in]: "
                        "B K-major")
@@ -478,7 +479,7 @@ class _Renderer:
                        "rows of B contiguous along N")
         src += base.operand_layout_lines(self.operands, self.modes)
         src += self._allocate()
-        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        bm, bn, bk = config.BLOCK_M, config.BLOCK_N, config.BLOCK_K
         n_pixels = " * ".join(["batch", *sp.out_names])
         if self.grouped:
             out_g, in_g, tiles = "out_channels // groups", "in_group", "groups * triton.cdiv(out_channels // groups, "
@@ -495,7 +496,7 @@ class _Renderer:
                        f"{math.prod(r.stride)})")
         channels = ["in_group", *sp.in_names, "out_channels", "groups"] if self.grouped else \
             ["in_channels", *sp.in_names, "out_channels"]
-        c_in_dim, c_out_dim = (sp.rank + 1, sp.rank) if config.get("w_kmajor") else (sp.rank, sp.rank + 1)
+        c_in_dim, c_out_dim = (sp.rank + 1, sp.rank) if config.w_kmajor else (sp.rank, sp.rank + 1)
         w_strides = [f"weight_t.stride({i})" for i in (c_in_dim, c_out_dim, *range(sp.rank))]
         args = [("weight_t" if v == wt else v) for v in tensors] + [f"out_{o}" for o in self.group.outputs]
         args += ["batch", *channels, *sp.out_names, f"*{x}.stride()", ", ".join(w_strides)]
@@ -503,8 +504,8 @@ class _Renderer:
         big = f"max({x}.numel(), math.prod(shape)) >= 2**31"
         taps = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
         src.append(f"    {kernel}[grid]({', '.join(args)}, {taps}, BLOCK_M={bm}, BLOCK_N=block_n, "
-                   f"BLOCK_K=block_k, IDX64={big}, num_warps={config['num_warps']}, "
-                   f"num_stages={config['num_stages']})")
+                   f"BLOCK_K=block_k, IDX64={big}, num_warps={config.num_warps}, "
+                   f"num_stages={config.num_stages})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return src
 
@@ -516,7 +517,7 @@ class _Renderer:
         hardware zero-fills what falls outside it — the padding, with no masks in the K loop. B is the filter as
         [taps x C_in, C_out], C_in padded to 16 bytes with zeros."""
         r, ident, sp, config = self.roles, self.ident, self.spatial, self.config
-        if r.transposed or self.grouped or any(s != 1 for s in r.stride) or config["precision"] != "half":
+        if r.transposed or self.grouped or any(s != 1 for s in r.stride) or config.precision != "half":
             raise ValueError("conv config variant='tma': for stride-1, ungrouped, half-precision convolutions "
                              "only; use variant='implicit_gemm'")
         kernel = f"{ident}_kernel"
@@ -595,7 +596,7 @@ class _Renderer:
     def _tma_launch(self, kernel: str, tensors: Sequence[str], strided: Sequence[str]) -> list[str]:
         r, config, sp = self.roles, self.config, self.spatial
         x, wt = r.x, r.weight
-        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        bm, bn, bk = config.BLOCK_M, config.BLOCK_N, config.BLOCK_K
         dims = ", ".join(map(str, [0, *sp.dims(), 1]))  # NC* -> N*C
         taps = " * ".join(sp.kernel_names)
         w_order = ", ".join(map(str, [*sp.dims(), 1, 0]))
@@ -633,8 +634,8 @@ class _Renderer:
         big = "math.prod(shape) >= 2**31"
         tap_args = ", ".join(f"{k}={n}" for k, n in zip(sp.tap_sizes, sp.kernel_names))
         src.append(f"    {kernel}[grid]({', '.join(args)}, {tap_args}, BLOCK_M={bm}, BLOCK_N=block_n, "
-                   f"BLOCK_K=block_k, BH=bh, BW=bw, IDX64={big}, num_warps={config['num_warps']}, "
-                   f"num_stages={config['num_stages']})")
+                   f"BLOCK_K=block_k, BH=bh, BW=bw, IDX64={big}, num_warps={config.num_warps}, "
+                   f"num_stages={config.num_stages})")
         src.append(f"    return ({', '.join(f'out_{o}' for o in self.group.outputs)},)")
         return src
 
