@@ -70,6 +70,59 @@ def test_a_capture_that_runs_past_its_bound_is_a_one_line_error(tmp_path: Path) 
     assert time.monotonic() - started < 30
 
 
+def test_a_capture_past_its_bound_first_in_a_process_leaves_later_captures_working(tmp_path: Path) -> None:
+    """The first export of a process imports torch._dynamo, Inductor's pieces and Triton: a bound that fired inside
+    those imports left them half made, and every later capture of that process failed (a test worker whose first
+    test was the unrolled capture above). A fresh interpreter: the unrolled problem runs past a 1 s bound, then a
+    small problem is captured."""
+    import subprocess
+    import sys
+
+    slow = write_problem(tmp_path, "unrolled", """
+        class Model(nn.Module):
+            def forward(self, x):
+                for _ in range(20000):
+                    x = x * 1.0001 + 0.5
+                return x
+
+        def get_inputs():
+            return [torch.randn(4, 4)]
+
+        def get_init_inputs():
+            return []
+    """)
+    small = write_problem(tmp_path, "linear", """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 4)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+
+        def get_inputs():
+            return [torch.randn(2, 8)]
+
+        def get_init_inputs():
+            return []
+    """)
+    script = (
+        "import sys\n"
+        "from kernelwright.errors import InputError\n"
+        "from kernelwright.generate.graph import capture\n"
+        "try:\n"
+        "    capture(sys.argv[1], timeout_s=1.0)\n"
+        "    sys.exit('the unrolled capture was not cut')\n"
+        "except InputError:\n"
+        "    pass\n"
+        "graph = capture(sys.argv[2])\n"
+        "print('captured', len(graph.nodes))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(slow), str(small)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "captured" in done.stdout
+
+
 def test_the_capture_bound_fires_again_where_its_first_raise_is_swallowed() -> None:
     """The bound's timer repeats: code that swallows the first raise (as Python does inside a __del__) still ends
     with the timeout, and nothing fires after the block."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import logging
 import re
 import warnings
@@ -363,12 +364,30 @@ def _numbers_as_tensors(args: list[Any]) -> tuple[list[Any], dict[int, torch.dty
     return out, numbers
 
 
+@functools.cache
+def _warm_export() -> None:
+    """Export a one-operator module once a process, outside any time bound. The first export imports
+    torch._dynamo, pieces of Inductor and Triton (seconds): a bound that fires inside one of those imports leaves the
+    module half made for the rest of the process, and every later capture then fails (``module 'triton.language'
+    has no attribute 'core'``), as in a suite whose first capture in a worker was the one that ran past its bound."""
+
+    class _One(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 1
+
+    try:
+        torch.export.export(_One(), (torch.zeros(2),))
+    except Exception as exc:  # noqa: BLE001 - the real capture says what is wrong, with its own message
+        log.info("warming torch.export failed: %s", exc)
+
+
 def capture(problem_path: str | Path, *, seed: int = 0, size_overrides: Mapping[str, int] | None = None,
             timeout_s: float = CAPTURE_TIMEOUT_S) -> ProblemGraph:
     """Export the problem's reference (at ``size_overrides`` of its size constants, if given) and describe its
     graph. Raises :class:`InputError` (one line, naming what failed and what to do) when the reference cannot be
     captured, within ``timeout_s`` or at all."""
     problem = read_problem(problem_path)
+    _warm_export()
     try:
         with _time_bound(timeout_s):
             return _capture(problem, seed, size_overrides)
