@@ -34,6 +34,8 @@ SAMPLES: list[tuple[str, p.Report]] = [
                                           output_bytes=4.0, parameter_bytes=0.0, kinds=("matmul",)))),
     ("reference", j.Semantics(outputs_alias_inputs=(0,), mutates_inputs=True)),
     ("reference", j.ReferenceKernels(names=("aten::softmax",), method="aten-dispatch")),
+    ("reference", j.ScratchNeed(trial_bytes=12 << 30, output_bytes=3 << 30, room_bytes=90 << 30,
+                                input_bytes=6 << 30, device_room=60 << 30)),
     ("candidate", j.Weights(source="copied from the reference's state_dict")),
     ("candidate", j.TrialStart(index=0, kind="random")),
     ("candidate", CANDIDATE_TRIAL),
