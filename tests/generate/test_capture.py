@@ -50,8 +50,7 @@ def test_inputs_the_problem_puts_on_a_device_of_its_own_are_captured_for_real(tm
     assert graph.values[graph.outputs[0]].shape == (8, 16)
 
 
-def test_a_capture_that_runs_past_its_bound_is_a_one_line_error(tmp_path: Path) -> None:
-    path = write_problem(tmp_path, "unrolled", """
+UNROLLED = """
         class Model(nn.Module):
             def forward(self, x):
                 for _ in range(20000):
@@ -63,7 +62,11 @@ def test_a_capture_that_runs_past_its_bound_is_a_one_line_error(tmp_path: Path) 
 
         def get_init_inputs():
             return []
-    """)
+"""  # a forward whose capture runs past a 1 s bound
+
+
+def test_a_capture_that_runs_past_its_bound_is_a_one_line_error(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "unrolled", UNROLLED)
     started = time.monotonic()
     with pytest.raises(InputError, match=r"took more than 1 s .*--generator llm"):
         capture(path, timeout_s=1.0)
@@ -78,19 +81,7 @@ def test_a_capture_past_its_bound_first_in_a_process_leaves_later_captures_worki
     import subprocess
     import sys
 
-    slow = write_problem(tmp_path, "unrolled", """
-        class Model(nn.Module):
-            def forward(self, x):
-                for _ in range(20000):
-                    x = x * 1.0001 + 0.5
-                return x
-
-        def get_inputs():
-            return [torch.randn(4, 4)]
-
-        def get_init_inputs():
-            return []
-    """)
+    slow = write_problem(tmp_path, "unrolled", UNROLLED)
     small = write_problem(tmp_path, "linear", """
         class Model(nn.Module):
             def __init__(self):

@@ -180,10 +180,14 @@ class GroupedChecking:
             raise BudgetSpent("reference (waiting for the scratch space to itself)")
         self._note_scratch_wait()
         if waited:
-            for folder in (self.shared, self.private):
-                for leftover in folder.glob("*"):
-                    leftover.unlink()
+            self._clear_reference_files()
         return waited
+
+    def _clear_reference_files(self) -> None:
+        """What a reference job wrote (its inputs, answers and state), before it runs again."""
+        for folder in (self.shared, self.private):
+            for leftover in folder.glob("*"):
+                leftover.unlink()
 
     def _note_scratch_wait(self) -> None:
         if self.share.waited_s >= 0.05:
@@ -250,10 +254,7 @@ class GroupedChecking:
              self.inspect_archs) = first_job
             self.trials_without_own = without_own
         if self.trials_without_own and not self.opts.allow_library_only and not self.judge.has("no-own-kernel"):
-            listed = ", ".join(map(str, self.trials_without_own[:6]))
-            self.judge.add("no-own-kernel",
-                           f"trial(s) {listed} launched no kernel of the candidate's own: on those calls the library "
-                           "did all the work (a fallback taken on some calls)", trials=self.trials_without_own)
+            self._library_fallback()
         return None, None, True
 
     def _drop_files(self, indices: Sequence[int]) -> None:

@@ -153,10 +153,7 @@ class TrialJudging:
                            f"the candidate launched no kernel of its own, only library work ({names}); "
                            "pass --allow-library-only to accept that", library=[k.name for k in self.kernels])
         elif self.trials_without_own and not self.opts.allow_library_only:
-            listed = ", ".join(map(str, self.trials_without_own[:6]))
-            self.judge.add("no-own-kernel",
-                           f"trial(s) {listed} launched no kernel of the candidate's own: on those calls the library "
-                           "did all the work (a fallback taken on some calls)", trials=self.trials_without_own)
+            self._library_fallback()
         if own and total and own_time / total < 0.5:
             self.judge.add("library-share",
                            f"library kernels take {100 * (1 - own_time / total):.0f}% of the candidate's device time",
@@ -166,6 +163,13 @@ class TrialJudging:
             if len(streams) > 1:
                 self.judge.add("multiple-streams", f"kernels ran on {len(streams)} streams {streams}",
                                Severity.NOTE, streams=streams)
+
+    def _library_fallback(self) -> None:
+        """The ``no-own-kernel`` finding of checked calls on which the library did all the work."""
+        listed = ", ".join(map(str, self.trials_without_own[:6]))
+        self.judge.add("no-own-kernel",
+                       f"trial(s) {listed} launched no kernel of the candidate's own: on those calls the library "
+                       "did all the work (a fallback taken on some calls)", trials=self.trials_without_own)
 
     def _judge_state(self, run: ChildRun) -> bool:
         """The module state the problem's forward changes must be the reference's after the first trial (verify/

@@ -398,9 +398,7 @@ class _Verification(TrialJudging, BoundaryJudging, ToolSteps, GroupedChecking):
             if error.code == "scratch-space" and self._scratch_to_itself():
                 return self._reference_job(spec)  # the whole plan again, with no other verify's files beside it
             self._plan_groups(need)  # a one-line InputError where not even one group fits
-            for folder in (self.shared, self.private):
-                for leftover in folder.glob("*"):
-                    leftover.unlink()
+            self._clear_reference_files()
             return self._reference_job(self._reference_spec(self.job_trials))
         if error and error.status == "problem_error":
             log.info("the problem failed:\n%s", error.detail)
