@@ -216,6 +216,7 @@ def run_local(pending: Sequence[Any], settings: Any, side: Side) -> Holds:
     for lane in all_lanes:
         lane.start()
     idle_breaks = 0  # pools that broke with nothing running in them
+    seen: dict[int, dict[int, Any]] = {}  # each lane's workers since its pool started: pid -> process
 
     def running() -> list[tuple[int, Any]]:
         return [item for lane in all_lanes for item in lane.running.values()]
@@ -255,19 +256,24 @@ def run_local(pending: Sequence[Any], settings: Any, side: Side) -> Holds:
                     continue
                 queue.pop(0)
                 lane.running[future] = (token, task)
+                # The pool's workers as they are now: one that dies before the wait below may be gone from the
+                # pool's own table by then (a broken pool clears it), and its problem would go unnamed.
+                seen.setdefault(id(lane), {}).update(getattr(lane.pool, "_processes", None) or {})
             for index in broken:
                 lane = all_lanes[index]
                 if not lane.running and idle_breaks < 3:  # an idle worker died: nobody's row, a fresh pool
                     idle_breaks += 1
                     lane.stop()
                     lane.start()
+                    seen.pop(id(lane), None)
             if not running():
                 if broken and idle_breaks < 3:
                     continue
                 break
             side.progress.running = [t.problem.name for _, t in running()]
             side.progress.show()
-            workers = {id(lane): dict(getattr(lane.pool, "_processes", None) or {}) for lane in all_lanes}
+            for lane in all_lanes:
+                seen.setdefault(id(lane), {}).update(getattr(lane.pool, "_processes", None) or {})
             futures = {f: lane for lane in all_lanes for f in lane.running}
             finished, _ = wait(list(futures), return_when=FIRST_COMPLETED)
             broken_lanes: list[_Lane] = []
@@ -287,7 +293,7 @@ def run_local(pending: Sequence[Any], settings: Any, side: Side) -> Holds:
                 holds.append(task_holds)
                 side.finish(task, _placed(row, lane.gpu, settings), baselines)
             for lane in broken_lanes:
-                settle(lane, workers[id(lane)])
+                settle(lane, seen.pop(id(lane), {}))  # a fresh pool: its workers are new
             side.progress.running = [t.problem.name for _, t in running()]
             side.progress.show()
     except KeyboardInterrupt:
